@@ -1,0 +1,7 @@
+"""``python -m advisor``."""
+
+import sys
+
+from advisor.cli import main
+
+sys.exit(main())

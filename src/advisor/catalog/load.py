@@ -1,0 +1,328 @@
+"""Load the catalog: the bundled one, then each user directory on top of it.
+
+A catalog directory holds any of::
+
+    gpus.yaml            {gpus: [...]}
+    cpus.yaml            {cpus: [...]}
+    instances/*.yaml     {provider: aws, instances: [...]}
+    models/index.yaml    {models: [...]} and the config.json files it names
+
+A user directory (``--catalog DIR`` or ``ADVISOR_CATALOG_DIR``) adds entries, or changes
+bundled ones: an entry whose key (GPU id, CPU model, ``provider:name``, model alias) is
+already known is deep-merged onto it, so ``{name: p5.48xlarge, price: {...}}`` is enough to
+record a negotiated price. Everything is validated after the merge.
+
+:func:`validate` returns every problem found; :func:`load` raises the first one as a
+:class:`~advisor.errors.CatalogError` naming file, entry and field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from advisor.catalog.model import Catalog
+from advisor.catalog.schema import Cpu, Gpu, InstanceType, ModelAlias
+from advisor.errors import CatalogError
+
+ENV_VAR = "ADVISOR_CATALOG_DIR"
+
+try:  # the C loader is 5-10x faster; fall back when libyaml is missing
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    entry: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = ": ".join(p for p in (self.file, self.entry, self.field) if p)
+        return f"{where}: {self.message}"
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"file": self.file, "entry": self.entry, "field": self.field,
+                "message": self.message}
+
+
+@dataclass
+class _Raw:
+    """One entry as read, before validation, with where it came from."""
+
+    data: dict[str, Any]
+    file: str
+    label: str
+
+
+@dataclass
+class _Collected:
+    gpus: dict[str, _Raw] = field(default_factory=dict)
+    cpus: dict[str, _Raw] = field(default_factory=dict)
+    instances: dict[str, _Raw] = field(default_factory=dict)
+    models: dict[str, _Raw] = field(default_factory=dict)
+    model_configs: dict[str, Path] = field(default_factory=dict)
+
+
+def bundled_dir() -> Path:
+    """The catalog shipped with advisor (in the wheel, or at the repo root when editable)."""
+    packaged = resources.files("advisor") / "_data" / "catalogs"
+    path = Path(str(packaged))
+    if path.is_dir():
+        return path
+    repo = Path(__file__).resolve().parents[3] / "catalogs"
+    if repo.is_dir():
+        return repo
+    raise CatalogError(  # pragma: no cover - a broken installation
+        "the bundled catalog is missing from this installation",
+        hint="reinstall advisor (pip install --force-reinstall advisor)",
+    )
+
+
+def user_dirs(explicit: Sequence[str | os.PathLike[str]] | None = None,
+              environ: dict[str, str] | None = None) -> list[Path]:
+    """Directories named with ``--catalog``, else those in ``ADVISOR_CATALOG_DIR`` (os.pathsep)."""
+    if explicit:
+        return [Path(p) for p in explicit]
+    env = (environ if environ is not None else os.environ).get(ENV_VAR, "")
+    return [Path(p) for p in env.split(os.pathsep) if p]
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return str(Path(root.name) / path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _read_yaml(path: Path, root: Path, problems: list[Problem]) -> Any:
+    shown = _display(path, root)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(Problem(shown, None, None, f"cannot read: {exc}"))
+        return None
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problems.append(Problem(shown, None, None, f"not valid YAML at {where}: {what}"))
+        return None
+
+
+def _entries(doc: Any, key: str, shown: str, problems: list[Problem]) -> list[Any]:
+    if doc is None:
+        return []
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
+        problems.append(Problem(shown, None, key, f"expected a mapping with a list under {key!r}"))
+        return []
+    return list(doc[key])
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _put(table: dict[str, _Raw], key: str, raw: _Raw, layer_seen: set[str],
+         problems: list[Problem]) -> None:
+    if key in layer_seen:
+        first = table[key]
+        problems.append(Problem(raw.file, raw.label, None,
+                                f"duplicate entry (also in {first.file})"))
+        return
+    layer_seen.add(key)
+    if key in table:  # an override from a later layer
+        table[key] = _Raw(_deep_merge(table[key].data, raw.data), raw.file, raw.label)
+    else:
+        table[key] = raw
+
+
+def _collect_dir(root: Path, into: _Collected, problems: list[Problem]) -> None:
+    if not root.is_dir():
+        problems.append(Problem(str(root), None, None, "catalog directory does not exist"))
+        return
+    seen: dict[str, set[str]] = {"gpus": set(), "cpus": set(), "instances": set(),
+                                 "models": set()}
+
+    def keyed(items: list[Any], shown: str, kind: str, key_field: str,
+              table: dict[str, _Raw], extra: dict[str, Any] | None = None) -> None:
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                problems.append(Problem(shown, f"{kind}[{i}]", None, "expected a mapping"))
+                continue
+            if extra:
+                item = {**extra, **item}
+            name = item.get(key_field)
+            if not isinstance(name, str) or not name:
+                problems.append(Problem(shown, f"{kind}[{i}]", key_field, "missing field"))
+                continue
+            key = f"{item.get('provider')}:{name}" if kind == "instances" else name
+            _put(table, key, _Raw(item, shown, key), seen[kind], problems)
+
+    for fname, kind, key_field, table in (
+        ("gpus.yaml", "gpus", "id", into.gpus),
+        ("cpus.yaml", "cpus", "model", into.cpus),
+    ):
+        path = root / fname
+        if path.exists():
+            shown = _display(path, root)
+            keyed(_entries(_read_yaml(path, root, problems), kind, shown, problems),
+                  shown, kind, key_field, table)
+
+    inst_dir = root / "instances"
+    if inst_dir.is_dir():
+        for path in sorted(inst_dir.glob("*.y*ml")):
+            shown = _display(path, root)
+            doc = _read_yaml(path, root, problems)
+            if doc is None:
+                continue
+            provider = doc.get("provider") if isinstance(doc, dict) else None
+            if not isinstance(provider, str):
+                problems.append(Problem(shown, None, "provider", "missing field"))
+                continue
+            keyed(_entries(doc, "instances", shown, problems), shown, "instances", "name",
+                  into.instances, {"provider": provider})
+
+    index = root / "models" / "index.yaml"
+    if index.exists():
+        shown = _display(index, root)
+        items = _entries(_read_yaml(index, root, problems), "models", shown, problems)
+        keyed(items, shown, "models", "alias", into.models)
+        for raw in into.models.values():
+            cfg = raw.data.get("config")
+            if raw.file == shown and isinstance(cfg, str):
+                into.model_configs[raw.label] = root / "models" / cfg
+
+
+def _loc(err: dict[str, Any]) -> str:
+    return ".".join(str(p) for p in err["loc"]) or "(entry)"
+
+
+def _validated(kind: type[BaseModel], table: dict[str, _Raw],
+               problems: list[Problem]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, raw in table.items():
+        try:
+            out[key] = kind.model_validate(raw.data)
+        except ValidationError as exc:
+            for err in exc.errors():
+                msg = err["msg"]
+                if err["type"] == "missing":
+                    msg = "missing field"
+                elif err["type"] == "extra_forbidden":
+                    msg = "unknown field (a typo?)"
+                problems.append(Problem(raw.file, raw.label, _loc(err), msg))
+    return out
+
+
+def _integrity(cat: Catalog, raws: _Collected, problems: list[Problem]) -> None:
+    gpu_ids = set(cat.gpus)
+    for alias, gpu in cat.gpus.items():
+        for a in gpu.aliases:
+            owner = cat.gpu_alias_owner(a)
+            if owner is not None and owner != alias:
+                problems.append(Problem(raws.gpus[alias].file, alias, "aliases",
+                                        f"alias {a!r} is also used by {owner!r}"))
+    for key, inst in cat.instances.items():
+        raw = raws.instances[key]
+        if inst.gpu.model not in gpu_ids:
+            near = cat.resolve_gpu_id(inst.gpu.model)
+            hint = f"; write {near!r}" if near else ""
+            problems.append(Problem(raw.file, key, "gpu.model",
+                                    f"GPU {inst.gpu.model!r} is not in gpus.yaml{hint}"))
+        if inst.cpu.model is not None and inst.cpu.model not in cat.cpus:
+            problems.append(Problem(raw.file, key, "cpu.model",
+                                    f"CPU {inst.cpu.model!r} is not in cpus.yaml"))
+        nodes, gpu_nodes = inst.numa.nodes, inst.numa.gpu_nodes
+        if gpu_nodes is not None:
+            if len(gpu_nodes) != inst.gpu.count:
+                problems.append(Problem(
+                    raw.file, key, "numa.gpu_nodes",
+                    f"lists {len(gpu_nodes)} GPUs but gpu.count is {inst.gpu.count}"))
+            known = [n for n in gpu_nodes if n is not None]
+            if known and nodes is None:
+                problems.append(Problem(raw.file, key, "numa.gpu_nodes",
+                                        "names NUMA nodes while numa.nodes is unknown"))
+            for n in known:
+                if n < 0 or (nodes is not None and n >= nodes):
+                    problems.append(Problem(
+                        raw.file, key, "numa.gpu_nodes",
+                        f"node {n} does not exist (numa.nodes is {nodes}: 0..{(nodes or 1) - 1})"))
+        if inst.cpu.sockets and nodes and nodes < inst.cpu.sockets:
+            problems.append(Problem(raw.file, key, "numa.nodes",
+                                    f"{nodes} NUMA nodes for {inst.cpu.sockets} sockets"))
+    for alias, path in raws.model_configs.items():
+        if alias not in cat.models:
+            continue
+        raw = raws.models[alias]
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            problems.append(Problem(raw.file, alias, "config", f"file {path.name} is missing"))
+            continue
+        except (OSError, ValueError) as exc:
+            problems.append(Problem(raw.file, alias, "config",
+                                    f"{path.name} is not valid JSON: {exc}"))
+            continue
+        if not isinstance(cfg, dict) or not (cfg.get("model_type") or cfg.get("architectures")):
+            problems.append(Problem(raw.file, alias, "config",
+                                    f"{path.name} has neither model_type nor architectures"))
+            continue
+        cat.model_configs[alias] = cfg
+
+
+def _build(dirs: Iterable[Path]) -> tuple[Catalog, list[Problem]]:
+    problems: list[Problem] = []
+    raws = _Collected()
+    for d in dirs:
+        _collect_dir(d, raws, problems)
+    cat = Catalog(
+        gpus=_validated(Gpu, raws.gpus, problems),
+        cpus=_validated(Cpu, raws.cpus, problems),
+        instances=_validated(InstanceType, raws.instances, problems),
+        models=_validated(ModelAlias, raws.models, problems),
+    )
+    _integrity(cat, raws, problems)
+    return cat, problems
+
+
+def validate(directory: str | os.PathLike[str] | None = None) -> list[Problem]:
+    """Every problem of a catalog directory (on top of the bundled one), or of the bundled one."""
+    dirs = [bundled_dir()]
+    if directory is not None and Path(directory).resolve() != dirs[0].resolve():
+        dirs.append(Path(directory))
+    return _build(dirs)[1]
+
+
+def load(extra: Sequence[str | os.PathLike[str]] | None = None,
+         environ: dict[str, str] | None = None) -> Catalog:
+    """The bundled catalog with the user's directories on top; raises on the first problem."""
+    dirs = [bundled_dir(), *user_dirs(extra, environ)]
+    cat, problems = _build(dirs)
+    if problems:
+        first = problems[0]
+        more = f" ({len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise CatalogError(
+            first.message + more, file=first.file, entry=first.entry, field=first.field,
+            hint="run 'advisor catalog validate DIR' to list every problem",
+        )
+    return cat

@@ -1,0 +1,227 @@
+"""Pydantic models of the catalog: GPUs, CPUs, instance types, model aliases.
+
+Every entry carries ``sources``: a map from a field path (``"price"``, ``"numa.gpu_nodes"``)
+to the :class:`Provenance` of that field, with ``"default"`` covering every field that has
+no entry of its own. What no public source states is ``None`` in the data, never a guess.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Confidence = Literal["documented", "measured", "inferred"]
+
+#: Names that reach shell lines, file names and cloud APIs later: letters, digits, ``. _ -``
+#: and, for Azure sizes and GCP types, nothing else. A hostile name fails here, at load time.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+
+NonNegFloat = Annotated[float, Field(ge=0)]
+PosFloat = Annotated[float, Field(gt=0)]
+PosInt = Annotated[int, Field(gt=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Provenance(_Model):
+    """Where a fact comes from."""
+
+    source: Annotated[str, Field(min_length=3)]
+    as_of: dt.date
+    confidence: Confidence = "documented"
+    note: str | None = None
+
+
+Sources = dict[str, Provenance]
+
+
+def _check_sources(sources: Sources) -> Sources:
+    if "default" not in sources:
+        raise ValueError("needs a 'default' entry: the source of every fact without its own")
+    return sources
+
+
+def _check_name(value: str) -> str:
+    if not SAFE_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a safe name: use letters, digits, '.', '_' and '-' only"
+        )
+    return value
+
+
+class Interconnect(_Model):
+    kind: Literal["nvlink", "infinity-fabric", "pcie"]
+    generation: PosInt | None = None
+    #: total bidirectional GPU-to-GPU bandwidth per GPU, GB/s
+    bandwidth_gb_s: PosFloat | None = None
+
+
+class Gpu(_Model):
+    """One accelerator model, as its vendor's datasheet gives it."""
+
+    id: str
+    name: str
+    vendor: Literal["nvidia", "amd"]
+    architecture: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    form_factor: Literal["sxm", "pcie", "oam", "nvl"] | None = None
+    #: physical memory as marketed (the vendors' "80 GB" HBM is 80 GiB of DRAM)
+    memory_gib: PosFloat
+    #: total memory the driver reports (nvidia-smi "MiB"), after ECC and reservations
+    usable_memory_mib: PosInt | None = None
+    memory_type: str | None = None
+    memory_bandwidth_gb_s: PosFloat | None = None
+    #: dense (no sparsity) tensor throughput
+    bf16_tflops: PosFloat | None = None
+    fp16_tflops: PosFloat | None = None
+    fp8_tflops: PosFloat | None = None
+    interconnect: Interconnect | None = None
+    pcie_gen: PosInt | None = None
+    tdp_w: PosInt | None = None
+    sources: Sources
+
+    _ids = field_validator("id")(_check_name)
+    _src = field_validator("sources")(_check_sources)
+
+
+class Cpu(_Model):
+    """One host processor model and the memory system around one socket."""
+
+    model: str
+    vendor: Literal["amd", "intel"]
+    #: e.g. "AMD EPYC 9004 (Genoa)", "Intel Xeon 4th gen (Sapphire Rapids)"
+    family: str
+    codename: str
+    microarchitecture: str | None = None
+    cores_per_socket: PosInt | None = None
+    memory_type: Literal["DDR4", "DDR5"] | None = None
+    memory_channels_per_socket: PosInt | None = None
+    memory_speed_mt_s: PosInt | None = None
+    #: theoretical peak: channels x MT/s x 8 bytes
+    memory_bandwidth_gb_s_per_socket: PosFloat | None = None
+    pcie_gen: PosInt | None = None
+    sources: Sources
+
+    _src = field_validator("sources")(_check_sources)
+
+    @model_validator(mode="after")
+    def _bandwidth_matches_channels(self) -> Cpu:
+        ch, mts, bw = (
+            self.memory_channels_per_socket,
+            self.memory_speed_mt_s,
+            self.memory_bandwidth_gb_s_per_socket,
+        )
+        if ch and mts and bw:
+            expected = ch * mts * 8 / 1000
+            if abs(expected - bw) > 0.01 * expected:
+                raise ValueError(
+                    f"memory_bandwidth_gb_s_per_socket {bw} disagrees with "
+                    f"{ch} channels x {mts} MT/s x 8 B = {expected:.1f} GB/s"
+                )
+        return self
+
+
+class InstanceGpu(_Model):
+    model: str
+    count: PosInt
+
+
+class InstanceCpu(_Model):
+    #: a ``model`` of cpus.yaml, or None where no source names the exact part
+    model: str | None = None
+    #: the family's codename where a source names the generation but not the part
+    codename: str | None = None
+    sockets: PosInt | None = None
+
+
+class Numa(_Model):
+    #: NUMA nodes the guest OS sees
+    nodes: PosInt | None = None
+    #: NUMA node of each GPU, in PCI bus order (nvidia-smi index); ``None`` where unknown
+    gpu_nodes: list[int | None] | None = None
+
+
+class Price(_Model):
+    on_demand_usd_per_hour: NonNegFloat | None = None
+    spot_usd_per_hour: NonNegFloat | None = None
+    region: str | None = None
+    as_of: dt.date | None = None
+
+    @model_validator(mode="after")
+    def _priced_needs_where_and_when(self) -> Price:
+        priced = self.on_demand_usd_per_hour is not None or self.spot_usd_per_hour is not None
+        if priced and (self.region is None or self.as_of is None):
+            raise ValueError("a price needs its region and as_of date")
+        return self
+
+
+class InstanceType(_Model):
+    """One cloud (or private) machine size with its GPUs."""
+
+    provider: str
+    name: str
+    family: str | None = None
+    vcpus: PosInt
+    memory_gib: PosFloat | None = None
+    gpu: InstanceGpu
+    cpu: InstanceCpu = Field(default_factory=InstanceCpu)
+    numa: Numa = Field(default_factory=Numa)
+    pcie_gen: PosInt | None = None
+    network_gbps: PosFloat | None = None
+    price: Price = Field(default_factory=Price)
+    regions: list[str] = Field(default_factory=list)
+    sources: Sources
+
+    _name = field_validator("name")(_check_name)
+    _src = field_validator("sources")(_check_sources)
+
+    @field_validator("provider")
+    @classmethod
+    def _provider_slug(cls, value: str) -> str:
+        if not SLUG.match(value):
+            raise ValueError(f"{value!r} is not a provider slug (lower-case letters, digits, '-')")
+        return value
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}:{self.name}"
+
+
+class ModelAlias(_Model):
+    """A model the CLI knows by a short name, with the config.json it ships."""
+
+    alias: str
+    hf_id: str
+    config: str  # file name inside catalogs/models/
+    description: str | None = None
+    sources: Sources
+
+    _alias = field_validator("alias")(_check_name)
+    _src = field_validator("sources")(_check_sources)
+
+    @field_validator("hf_id")
+    @classmethod
+    def _repo_id(cls, value: str) -> str:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$", value):
+            raise ValueError(f"{value!r} is not a Hugging Face repo id (owner/name)")
+        return value
+
+
+def provenance_of(sources: Sources, field: str) -> Provenance:
+    """The provenance of ``field`` (dotted path): its own entry, a parent's, or the default."""
+    parts = field.split(".")
+    for i in range(len(parts), 0, -1):
+        hit = sources.get(".".join(parts[:i]))
+        if hit is not None:
+            return hit
+    return sources["default"]
+
+
+def dump(obj: BaseModel) -> dict[str, Any]:
+    return obj.model_dump(mode="json")

@@ -1,0 +1,99 @@
+"""The ``advisor`` command line: parse, call the SDK, print. Nothing else lives here."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from advisor import __version__
+from advisor.errors import AdvisorError
+
+
+#: Click's own control-flow exceptions (help, usage errors, --version): let them through.
+#: Typer >= 0.29 vendors Click, older releases use the click package; both expose these
+#: through typer's public names, and ClickException is BadParameter's ancestor in both.
+_CLICK_FLOW: tuple[type[BaseException], ...] = (
+    typer.Exit, typer.Abort,
+    *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"),
+)
+
+
+class _AdvisorGroup(TyperGroup):
+    """Turns every AdvisorError into one line on stderr and its exit code."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AdvisorError as exc:
+            if _debug(ctx):
+                raise
+            from advisor.cli.output import error
+
+            error(exc.message, exc.hint)
+            ctx.exit(exc.exit_code)
+        except _CLICK_FLOW:
+            raise
+        except KeyboardInterrupt:
+            ctx.exit(130)
+        except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
+            if _debug(ctx):
+                raise
+            from advisor.cli.output import error
+
+            error(f"internal error: {type(exc).__name__}: {exc}",
+                  "run again with --debug for the traceback, and report it")
+            ctx.exit(1)
+
+
+def _debug(ctx: typer.Context) -> bool:
+    root = ctx.find_root()
+    return bool((root.obj or {}).get("debug")) or os.environ.get("ADVISOR_DEBUG") == "1"
+
+
+app = typer.Typer(
+    cls=_AdvisorGroup,
+    name="advisor",
+    help="Pick the cloud instance that serves an LLM best with vLLM, and run it NUMA-local.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"advisor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    ctx.obj = {"debug": debug}
+
+
+from advisor.cli import catalog as _catalog  # noqa: E402
+from advisor.cli import models as _models  # noqa: E402
+
+app.add_typer(_catalog.app, name="catalog")
+app.add_typer(_models.app, name="models")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit code."""
+    try:
+        app(args=argv if argv is not None else sys.argv[1:], prog_name="advisor",
+            standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0

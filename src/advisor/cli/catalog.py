@@ -1,0 +1,120 @@
+"""``advisor catalog list|show|validate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from advisor.catalog import validate
+from advisor.cli import output as out
+from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+
+app = typer.Typer(help="Browse and check the instance catalog.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_(
+    provider: Annotated[str | None, typer.Option(help="Only this provider (aws, gcp, azure).")]
+    = None,
+    gpu: Annotated[str | None, typer.Option(help="Only instances with this GPU (id or alias).")]
+    = None,
+    catalog: CatalogDirs = None,
+    json: JsonFlag = False,
+) -> None:
+    """List instance types, with GPUs, CPU family, NUMA layout and price."""
+    cat = catalog_from(catalog)
+    rows = cat.filter(provider=provider, gpu=gpu)
+    if json:
+        out.emit_json([cat.describe(i) for i in rows])
+        return
+    views = [cat.describe(i) for i in rows]
+
+    def numa(v: dict[str, Any]) -> str:
+        n = v["numa"]
+        if n["nodes"] is None:
+            return "?"
+        return f"{n['nodes']}" + ("" if n["known"] else " (GPUs ?)")
+
+    out.table(
+        ["instance", "GPUs", "vCPU", "GiB", "CPU", "gen", "NUMA", "$/h"],
+        (
+            [
+                f"{v['provider']}:{v['name']}",
+                f"{v['gpu']['count']}x {v['gpu']['model']}",
+                v["vcpus"],
+                out.fmt(v["memory_gib"]),
+                out.fmt(v["cpu"]["model"]),
+                out.fmt(v["cpu"]["codename"]),
+                numa(v),
+                out.fmt(v["price"]["on_demand_usd_per_hour"]),
+            ]
+            for v in views
+        ),
+        caption=f"{len(rows)} instance types; '?'/'—' = not stated by any public source; "
+                "$/h on demand in the region `catalog show` names",
+    )
+
+
+@app.command("show")
+def show(
+    instance: Annotated[str, typer.Argument(help="PROVIDER:TYPE, e.g. aws:p5.48xlarge.")],
+    catalog: CatalogDirs = None,
+    json: JsonFlag = False,
+) -> None:
+    """Show one instance type with every fact and its source."""
+    cat = catalog_from(catalog)
+    inst = cat.instance(instance)
+    view = cat.describe(inst)
+    if json:
+        out.emit_json(view)
+        return
+    g, c, n, p = view["gpu"], view["cpu"], view["numa"], view["price"]
+    out.pairs(inst.key, [
+        ("family", out.fmt(view["family"])),
+        ("vCPUs", view["vcpus"]),
+        ("memory", out.fmt(view["memory_gib"], " GiB")),
+        ("GPUs", f"{g['count']} x {g['name'] or g['model']} ({out.fmt(g['memory_gib'], ' GiB')})"),
+        ("CPU", f"{c['model'] or 'model not stated'} — {out.fmt(c['family'])}, "
+                f"{out.fmt(c['sockets'])} socket(s)"),
+        ("memory bandwidth", out.fmt(c["memory_bandwidth_gb_s_per_socket"], " GB/s per socket")),
+        ("NUMA nodes", out.fmt(n["nodes"])),
+        ("GPU NUMA nodes", out.fmt(n["gpu_nodes"])),
+        ("PCIe", out.fmt(view["pcie_gen"] and f"Gen{view['pcie_gen']}")),
+        ("network", out.fmt(view["network_gbps"], " Gbps")),
+        ("on-demand", out.fmt(p["on_demand_usd_per_hour"], " $/h")
+            + f" ({out.fmt(p['region'])}, {out.fmt(p['as_of'])})"),
+        ("spot", out.fmt(p["spot_usd_per_hour"], " $/h")),
+        ("regions", ", ".join(view["regions"]) or "—"),
+    ])
+    out.line()
+    out.table(["fact", "source", "as of", "confidence"],
+              ([k, s["source"], s["as_of"], s["confidence"]] for k, s in view["sources"].items()),
+              title="sources")
+
+
+@app.command("validate")
+def validate_cmd(
+    directory: Annotated[Path | None, typer.Argument(
+        help="A catalog directory to check on top of the bundled one; default: the bundled one.",
+        show_default=False)] = None,
+    json: JsonFlag = False,
+) -> None:
+    """Check a catalog and report every problem with file, entry and field."""
+    problems = validate(directory)
+    if json:
+        out.emit_json({"ok": not problems, "problems": [p.as_dict() for p in problems]})
+    elif problems:
+        for p in problems:
+            out.line(str(p))
+        out.line(f"{len(problems)} problem(s)")
+    else:
+        cat = catalog_from([directory] if directory else None)
+        counts = cat.numa_counts()
+        out.line(f"ok: {len(cat.instances)} instance types, {len(cat.gpus)} GPUs, "
+                 f"{len(cat.cpus)} CPUs, {len(cat.models)} models; GPU NUMA nodes known for "
+                 f"{counts['gpu_nodes_known']} of "
+                 f"{counts['gpu_nodes_known'] + counts['gpu_nodes_null']} GPUs")
+    if problems:
+        raise typer.Exit(2)

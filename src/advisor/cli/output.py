@@ -1,0 +1,62 @@
+"""All terminal output: rich tables for people, ``--json`` for programs. rich lives here only."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+#: a terminal gets its own width; a pipe or file gets wide lines rather than folded cells
+_out = Console(highlight=False, soft_wrap=False,
+               width=None if sys.stdout.isatty() else 200)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        text = f"{value:,.4f}".rstrip("0").rstrip(".") if value < 10 else f"{value:,.1f}"
+        text = text.removesuffix(".0")
+    elif isinstance(value, list):
+        text = ",".join("?" if v is None else str(v) for v in value)
+    else:
+        text = str(value)
+    return f"{text}{unit}"
+
+
+def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,
+          caption: str | None = None) -> None:
+    t = Table(title=title, caption=caption, show_lines=False, header_style="bold")
+    for i, c in enumerate(columns):
+        t.add_column(c, overflow="fold", no_wrap=i == 0)
+    for r in rows:
+        t.add_row(*(str(x) for x in r))
+    _out.print(t)
+
+
+def pairs(title: str, items: Iterable[tuple[str, Any]]) -> None:
+    t = Table(title=title, show_header=False, box=None, pad_edge=False)
+    t.add_column("field", style="bold")
+    t.add_column("value", overflow="fold")
+    for k, v in items:
+        t.add_row(k, str(v))
+    _out.print(t)
+
+
+def line(text: str = "") -> None:
+    _out.print(text, markup=False, soft_wrap=True)
+
+
+def error(message: str, hint: str | None = None) -> None:
+    _err.print(f"error: {message}", markup=False)
+    if hint:
+        _err.print(f"hint: {hint}", markup=False)
