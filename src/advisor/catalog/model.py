@@ -145,7 +145,8 @@ class Catalog:
     def describe_model(self, alias: str) -> dict[str, Any]:
         entry = self.models[alias]
         cfg = self.model_configs.get(alias, {})
-        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        nested = cfg.get("text_config")
+        text: dict[str, Any] = nested if isinstance(nested, dict) else cfg
         keys = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads",
                 "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
                 "max_position_embeddings", "torch_dtype", "num_local_experts",

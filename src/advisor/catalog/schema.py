@@ -19,6 +19,14 @@ Confidence = Literal["documented", "measured", "inferred"]
 #: and, for Azure sizes and GCP types, nothing else. A hostile name fails here, at load time.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+REGION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+CONFIG_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json$")
+
+
+def _check_region(value: str) -> str:
+    if not REGION.match(value):
+        raise ValueError(f"{value!r} is not a region name (letters, digits, '-', '_')")
+    return value
 
 NonNegFloat = Annotated[float, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0)]
@@ -153,6 +161,11 @@ class Price(_Model):
     region: str | None = None
     as_of: dt.date | None = None
 
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str | None) -> str | None:
+        return None if value is None else _check_region(value)
+
     @model_validator(mode="after")
     def _priced_needs_where_and_when(self) -> Price:
         priced = self.on_demand_usd_per_hour is not None or self.spot_usd_per_hour is not None
@@ -181,6 +194,15 @@ class InstanceType(_Model):
     _name = field_validator("name")(_check_name)
     _src = field_validator("sources")(_check_sources)
 
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, value: list[str]) -> list[str]:
+        for r in value:
+            _check_region(r)
+        if len(set(value)) != len(value):
+            raise ValueError("lists a region twice")
+        return value
+
     @field_validator("provider")
     @classmethod
     def _provider_slug(cls, value: str) -> str:
@@ -204,6 +226,13 @@ class ModelAlias(_Model):
 
     _alias = field_validator("alias")(_check_name)
     _src = field_validator("sources")(_check_sources)
+
+    @field_validator("config")
+    @classmethod
+    def _config_file(cls, value: str) -> str:
+        if not CONFIG_FILE.match(value):
+            raise ValueError(f"{value!r} is not a plain .json file name next to index.yaml")
+        return value
 
     @field_validator("hf_id")
     @classmethod

@@ -12,7 +12,6 @@ from typer.core import TyperGroup
 from advisor import __version__
 from advisor.errors import AdvisorError
 
-
 #: Click's own control-flow exceptions (help, usage errors, --version): let them through.
 #: Typer >= 0.29 vendors Click, older releases use the click package; both expose these
 #: through typer's public names, and ClickException is BadParameter's ancestor in both.
@@ -25,7 +24,7 @@ _CLICK_FLOW: tuple[type[BaseException], ...] = (
 class _AdvisorGroup(TyperGroup):
     """Turns every AdvisorError into one line on stderr and its exit code."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # a click Context (vendored or not)
         try:
             return super().invoke(ctx)
         except AdvisorError as exc:

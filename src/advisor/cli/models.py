@@ -40,7 +40,8 @@ def show(
     entry = cat.model(alias)
     view = cat.describe_model(entry.alias)
     if json:
-        out.emit_json({**view, "config": cat.model_configs.get(entry.alias)})
+        out.emit_json({**view, "config_file": view["config"],
+                       "config": cat.model_configs.get(entry.alias)})
         return
     out.pairs(entry.alias, [("hugging face id", entry.hf_id),
                             ("description", out.fmt(entry.description)),

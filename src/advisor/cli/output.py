@@ -57,6 +57,8 @@ def line(text: str = "") -> None:
 
 
 def error(message: str, hint: str | None = None) -> None:
-    _err.print(f"error: {message}", markup=False)
+    """One line on stderr: what is wrong, then how to fix it."""
+    text = " ".join(f"error: {message}".split())  # a message never spans lines
     if hint:
-        _err.print(f"hint: {hint}", markup=False)
+        text += " — hint: " + " ".join(hint.split())
+    _err.print(text, markup=False, soft_wrap=True)

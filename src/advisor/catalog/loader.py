@@ -99,6 +99,10 @@ def user_dirs(explicit: Sequence[str | os.PathLike[str]] | None = None,
     return [Path(p) for p in env.split(os.pathsep) if p]
 
 
+#: the catalog file format this code reads
+SCHEMA_VERSION = 1
+
+
 def _display(path: Path, root: Path) -> str:
     try:
         return str(Path(root.name) / path.relative_to(root))
@@ -129,6 +133,16 @@ def _entries(doc: Any, key: str, shown: str, problems: list[Problem]) -> list[An
     if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
         problems.append(Problem(shown, None, key, f"expected a mapping with a list under {key!r}"))
         return []
+    allowed = {key, "schema_version", "provider"}
+    for extra in doc:
+        # keys starting with "_" hold YAML anchors shared by the entries
+        if not (isinstance(extra, str) and (extra in allowed or extra.startswith("_"))):
+            problems.append(Problem(shown, None, str(extra), "unknown top-level key (a typo?)"))
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        problems.append(Problem(shown, None, "schema_version",
+                                f"schema_version {version!r} is not {SCHEMA_VERSION}, "
+                                "the one this advisor reads"))
     return list(doc[key])
 
 
@@ -213,7 +227,7 @@ def _collect_dir(root: Path, into: _Collected, problems: list[Problem]) -> None:
                 into.model_configs[raw.label] = root / "models" / cfg
 
 
-def _loc(err: dict[str, Any]) -> str:
+def _loc(err: Any) -> str:
     return ".".join(str(p) for p in err["loc"]) or "(entry)"
 
 
@@ -234,42 +248,61 @@ def _validated(kind: type[BaseModel], table: dict[str, _Raw],
     return out
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _check_instance_refs(key: str, raw: _Raw, cat: Catalog, gpu_ids: set[str],
+                         cpu_models: set[str], problems: list[Problem]) -> None:
+    data = raw.data
+    gpu, cpu, numa = (_mapping(data.get(k)) for k in ("gpu", "cpu", "numa"))
+    model = gpu.get("model")
+    if isinstance(model, str) and model not in gpu_ids:
+        near = cat.resolve_gpu_id(model)
+        hint = f"; write {near!r}" if near else ""
+        problems.append(Problem(raw.file, key, "gpu.model",
+                                f"GPU {model!r} is not in gpus.yaml{hint}"))
+    cpu_model = cpu.get("model")
+    if isinstance(cpu_model, str) and cpu_model not in cpu_models:
+        problems.append(Problem(raw.file, key, "cpu.model",
+                                f"CPU {cpu_model!r} is not in cpus.yaml"))
+    count, nodes = _int(gpu.get("count")), _int(numa.get("nodes"))
+    sockets = _int(cpu.get("sockets"))
+    gpu_nodes = numa.get("gpu_nodes")
+    if isinstance(gpu_nodes, list):
+        if count is not None and len(gpu_nodes) != count:
+            problems.append(Problem(raw.file, key, "numa.gpu_nodes",
+                                    f"lists {len(gpu_nodes)} GPUs but gpu.count is {count}"))
+        known = [n for n in gpu_nodes if _int(n) is not None]
+        if known and numa.get("nodes") is None:
+            problems.append(Problem(raw.file, key, "numa.gpu_nodes",
+                                    "names NUMA nodes while numa.nodes is unknown"))
+        for n in known:
+            if n < 0 or (nodes is not None and n >= nodes):
+                problems.append(Problem(
+                    raw.file, key, "numa.gpu_nodes",
+                    f"node {n} does not exist (numa.nodes is {nodes}: 0..{(nodes or 1) - 1})"))
+    if sockets and nodes and 0 < nodes < sockets:
+        problems.append(Problem(raw.file, key, "numa.nodes",
+                                f"{nodes} NUMA nodes for {sockets} sockets"))
+
+
 def _integrity(cat: Catalog, raws: _Collected, problems: list[Problem]) -> None:
-    gpu_ids = set(cat.gpus)
     for alias, gpu in cat.gpus.items():
         for a in gpu.aliases:
             owner = cat.gpu_alias_owner(a)
             if owner is not None and owner != alias:
                 problems.append(Problem(raws.gpus[alias].file, alias, "aliases",
                                         f"alias {a!r} is also used by {owner!r}"))
-    for key, inst in cat.instances.items():
-        raw = raws.instances[key]
-        if inst.gpu.model not in gpu_ids:
-            near = cat.resolve_gpu_id(inst.gpu.model)
-            hint = f"; write {near!r}" if near else ""
-            problems.append(Problem(raw.file, key, "gpu.model",
-                                    f"GPU {inst.gpu.model!r} is not in gpus.yaml{hint}"))
-        if inst.cpu.model is not None and inst.cpu.model not in cat.cpus:
-            problems.append(Problem(raw.file, key, "cpu.model",
-                                    f"CPU {inst.cpu.model!r} is not in cpus.yaml"))
-        nodes, gpu_nodes = inst.numa.nodes, inst.numa.gpu_nodes
-        if gpu_nodes is not None:
-            if len(gpu_nodes) != inst.gpu.count:
-                problems.append(Problem(
-                    raw.file, key, "numa.gpu_nodes",
-                    f"lists {len(gpu_nodes)} GPUs but gpu.count is {inst.gpu.count}"))
-            known = [n for n in gpu_nodes if n is not None]
-            if known and nodes is None:
-                problems.append(Problem(raw.file, key, "numa.gpu_nodes",
-                                        "names NUMA nodes while numa.nodes is unknown"))
-            for n in known:
-                if n < 0 or (nodes is not None and n >= nodes):
-                    problems.append(Problem(
-                        raw.file, key, "numa.gpu_nodes",
-                        f"node {n} does not exist (numa.nodes is {nodes}: 0..{(nodes or 1) - 1})"))
-        if inst.cpu.sockets and nodes and nodes < inst.cpu.sockets:
-            problems.append(Problem(raw.file, key, "numa.nodes",
-                                    f"{nodes} NUMA nodes for {inst.cpu.sockets} sockets"))
+    # Cross-references are checked on the raw entries, so that an entry with a bad number
+    # still has its other problems reported; names known to a layer count even when that
+    # GPU or CPU entry is itself broken (it has its own problem already).
+    for key, raw in raws.instances.items():
+        _check_instance_refs(key, raw, cat, set(raws.gpus), set(raws.cpus), problems)
     for alias, path in raws.model_configs.items():
         if alias not in cat.models:
             continue

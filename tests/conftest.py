@@ -1,0 +1,65 @@
+"""Shared helpers: a throw-away catalog directory and a CLI runner that keeps stderr apart."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from advisor.cli import app
+
+#: a minimal, valid user catalog entry: one private box with a GPU of the bundled catalog
+PRIVATE_BOX = """
+    schema_version: 1
+    provider: onprem
+    instances:
+      - name: lab-box-1
+        vcpus: 64
+        memory_gib: 512
+        gpu: {model: L40S, count: 2}
+        cpu: {model: AMD EPYC 9R14, sockets: 1}
+        numa: {nodes: 1, gpu_nodes: [0, 0]}
+        price: {on_demand_usd_per_hour: 1.5, region: lab, as_of: 2026-11-30}
+        sources:
+          default:
+            source: "our own lscpu and nvidia-smi topo -m"
+            as_of: 2026-11-30
+            confidence: measured
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def make_catalog(tmp_path: Path) -> Callable[..., Path]:
+    """``make_catalog({"instances/x.yaml": "...", ...})`` -> a user catalog directory."""
+    counter = iter(range(1000))
+
+    def make(files: dict[str, str], name: str | None = None) -> Path:
+        root = tmp_path / (name or f"cat{next(counter)}")
+        root.mkdir()
+        return _write(root, files)
+
+    return make
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """Run the CLI in-process with a clean environment; stdout and stderr stay apart."""
+    monkeypatch.delenv("ADVISOR_CATALOG_DIR", raising=False)
+    monkeypatch.delenv("ADVISOR_DEBUG", raising=False)
+    runner = CliRunner()
+
+    def run(*args: str, env: dict[str, str] | None = None) -> Result:
+        return runner.invoke(app, list(args), env=env)
+
+    return run

@@ -1,0 +1,50 @@
+"""The wheel carries the catalog and templates, and a non-editable install finds them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(out), str(ROOT)], check=True, timeout=300)
+    (whl,) = out.glob("advisor-*.whl")
+    return whl
+
+
+def test_wheel_holds_every_catalog_file_and_template(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for path in sorted((ROOT / "catalogs").rglob("*")) + sorted((ROOT / "templates").rglob("*")):
+        if path.is_file():
+            rel = path.relative_to(ROOT)
+            assert f"advisor/_data/{rel.as_posix()}" in names, rel
+
+
+def test_unpacked_wheel_loads_its_own_catalog(wheel, tmp_path):
+    zipfile.ZipFile(wheel).extractall(tmp_path)
+    code = ("import advisor, advisor.catalog.loader as l; c = advisor.load_catalog(); "
+            "print(advisor.__file__); print(l.bundled_dir()); "
+            "print(len(c.instances), len(c.models))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                       timeout=120)
+    module_file, bundled, counts = r.stdout.strip().splitlines()
+    assert module_file.startswith(str(tmp_path))
+    assert bundled == str(tmp_path / "advisor" / "_data" / "catalogs")
+    assert counts.split()[0] == str(len(list(_instance_names())))
+
+
+def _instance_names():
+    import yaml
+
+    for f in (ROOT / "catalogs" / "instances").glob("*.yaml"):
+        yield from (i["name"] for i in yaml.safe_load(f.read_text())["instances"])
