@@ -10,6 +10,11 @@ from advisor.catalog.schema import Cpu, Gpu, InstanceType, ModelAlias, dump, pro
 from advisor.errors import NotFoundError, UserInputError
 
 
+def _num(value: float | None) -> float | int | None:
+    """1152.0 -> 1152 in the JSON view; other values unchanged."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
@@ -104,13 +109,13 @@ class Catalog:
             "name": inst.name,
             "family": inst.family,
             "vcpus": inst.vcpus,
-            "memory_gib": inst.memory_gib,
+            "memory_gib": _num(inst.memory_gib),
             "gpu": {
                 "model": inst.gpu.model,
                 "name": gpu.name if gpu else None,
                 "count": inst.gpu.count,
-                "memory_gib": gpu.memory_gib if gpu else None,
-                "total_memory_gib": gpu.memory_gib * inst.gpu.count if gpu else None,
+                "memory_gib": _num(gpu.memory_gib) if gpu else None,
+                "total_memory_gib": _num(gpu.memory_gib * inst.gpu.count) if gpu else None,
             },
             "cpu": {
                 "model": inst.cpu.model,
