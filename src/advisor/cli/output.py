@@ -24,8 +24,8 @@ def fmt(value: Any, unit: str = "") -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
-        text = f"{value:,.4f}".rstrip("0").rstrip(".") if value < 10 else f"{value:,.1f}"
-        text = text.removesuffix(".0")
+        text = f"{value:,.4f}" if abs(value) < 10 else f"{value:,.2f}"
+        text = text.rstrip("0").rstrip(".") if "." in text else text
     elif isinstance(value, list):
         text = ",".join("?" if v is None else str(v) for v in value)
     else:
