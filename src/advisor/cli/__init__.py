@@ -81,10 +81,12 @@ def _root(
 
 
 from advisor.cli import catalog as _catalog  # noqa: E402
+from advisor.cli import fit as _fit  # noqa: E402
 from advisor.cli import models as _models  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
 app.add_typer(_models.app, name="models")
+app.command("fit")(_fit.fit_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,128 @@
+"""vLLM version profiles: the defaults and accounting rules that changed between releases.
+
+Each :class:`Rule` says from which release it holds and where that was read; a profile for a
+version is every rule up to it, later rules overriding earlier ones. Nothing else in advisor
+compares version numbers.
+
+Sources read (vLLM's own code and logs, quoted in public repositories):
+
+* V1 worker memory budget, ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``
+  (vllm-project/vllm at 0012cf69): available KV memory = total GPU memory x
+  gpu_memory_utilization - (peak torch allocation during the profiling run + non-torch
+  allocations); the peak includes the weights. Later releases print the same split as
+  "Total non KV cache memory: …; torch peak memory increase: …; non-torch forward increase
+  memory: …; weights memory: …" (vllm/utils MemoryProfilingResult).
+* Batch defaults, ``vllm/engine/arg_utils.py`` (``_set_default_args_v1`` in 0.8.x: LLM class
+  8192 / API server 2048 tokens, 256 sequences; ``get_batch_defaults`` later: on GPUs with
+  >= 70 GiB that are not A100, 16384 / 8192 tokens and 1024 sequences, else 8192 / 2048 and 256).
+* CUDA-graph memory charged to the KV budget: the 0.21 log line "CUDA graph memory profiling is
+  enabled (default since v0.21.0) … To disable, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0".
+* KV blocks, ``vllm/v1/core/kv_cache_utils.py``: num_blocks = available // (page size x layers
+  sharing a block), page size = block_size x 2 x kv_heads x head_size x dtype bytes (MLA: one
+  latent of kv_lora_rank + qk_rope_head_dim); "GPU KV cache size" = num_blocks // groups x
+  block_size; max concurrency = num_blocks / blocks one max_model_len request needs.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from advisor.errors import UserInputError
+
+#: the vLLM release advisor pins for provisioning and assumes when none is given
+DEFAULT_VLLM_VERSION = "0.11.0"
+GIB = 2**30
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    parts = text.strip().lstrip("v").split("+")[0].split(".")
+    try:
+        nums = [int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:3]]
+    except ValueError as exc:  # pragma: no cover - digits only by construction
+        raise UserInputError(f"{text!r} is not a vLLM version") from exc
+    if not parts or not parts[0].strip().isdigit():
+        raise UserInputError(f"{text!r} is not a vLLM version", hint="write e.g. 0.11.0")
+    while len(nums) < 3:
+        nums.append(0)
+    return nums[0], nums[1], nums[2]
+
+
+class Rule(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    since: str
+    source: str
+    gpu_memory_utilization: float | None = None
+    block_size: int | None = None
+    #: (LLM class, API server) max_num_batched_tokens and max_num_seqs on big GPUs / others
+    batch_big: tuple[int, int, int, int] | None = None
+    batch_other: tuple[int, int, int, int] | None = None
+    cuda_graph_charged: bool | None = None
+    hybrid_kv_allocator: bool | None = None
+    #: peak torch memory of the profiling run above the weights, GiB, for a dense model of
+    #: hidden size 4096 in 16-bit; scaled by (hidden / 4096) ** activation_exponent
+    activation_gib_at_4096: float | None = None
+    activation_exponent: float | None = None
+    #: non-torch memory (CUDA context share, cuBLAS workspaces) and NCCL buffers when TP > 1
+    non_torch_gib: float | None = None
+    nccl_gib: float | None = None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(since="0.8.0", source="vllm/engine/arg_utils.py _set_default_args_v1 (0.8.x); "
+         "vllm/v1/worker/gpu_worker.py determine_available_memory",
+         gpu_memory_utilization=0.9, block_size=16,
+         batch_big=(8192, 2048, 256, 256), batch_other=(8192, 2048, 256, 256),
+         cuda_graph_charged=False, hybrid_kv_allocator=False,
+         activation_gib_at_4096=1.40, activation_exponent=1.6, non_torch_gib=0.25,
+         nccl_gib=0.3),
+    Rule(since="0.10.0", source="vllm/engine/arg_utils.py get_batch_defaults (device memory "
+         ">= 70 GiB and not A100); vllm/v1/core/kv_cache_utils.py hybrid KV cache groups",
+         batch_big=(16384, 8192, 1024, 1024), batch_other=(8192, 2048, 256, 256),
+         hybrid_kv_allocator=True),
+    Rule(since="0.21.0", source="vLLM 0.21 startup log: 'CUDA graph memory profiling is "
+         "enabled (default since v0.21.0)'",
+         cuda_graph_charged=True),
+)
+
+
+class EngineProfile(BaseModel):
+    """What one vLLM release does by default, and how it accounts for memory."""
+
+    model_config = ConfigDict(frozen=True)
+    version: str
+    gpu_memory_utilization: float
+    block_size: int
+    batch_big: tuple[int, int, int, int]
+    batch_other: tuple[int, int, int, int]
+    cuda_graph_charged: bool
+    hybrid_kv_allocator: bool
+    activation_gib_at_4096: float
+    activation_exponent: float
+    non_torch_gib: float
+    nccl_gib: float
+    sources: tuple[str, ...]
+
+    def batch_defaults(self, gpu_memory_gib: float, gpu_name: str,
+                       entrypoint: str = "server") -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) for this GPU and entrypoint."""
+        big = gpu_memory_gib >= 70 and "a100" not in gpu_name.lower()
+        llm_t, srv_t, llm_s, srv_s = self.batch_big if big else self.batch_other
+        return (llm_t, llm_s) if entrypoint == "llm" else (srv_t, srv_s)
+
+
+def profile(version: str | None = None) -> EngineProfile:
+    """The profile of ``version`` (default: the pinned one)."""
+    version = version or DEFAULT_VLLM_VERSION
+    wanted = parse_version(version)
+    if wanted < parse_version(RULES[0].since):
+        raise UserInputError(
+            f"vLLM {version} predates the V1 engine advisor models",
+            hint=f"use {RULES[0].since} or later (default {DEFAULT_VLLM_VERSION})")
+    merged: dict[str, object] = {}
+    sources: list[str] = []
+    for rule in RULES:
+        if parse_version(rule.since) <= wanted:
+            merged.update({k: v for k, v in rule.model_dump().items()
+                           if v is not None and k not in ("since", "source")})
+            sources.append(f">= {rule.since}: {rule.source}")
+    return EngineProfile(version=version, sources=tuple(sources), **merged)  # type: ignore[arg-type]

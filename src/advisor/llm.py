@@ -1,0 +1,350 @@
+"""A model as the sizer needs it: :class:`ModelSpec` from a Hugging Face ``config.json``.
+
+Pure: :func:`spec_from_config` takes the parsed JSON. :func:`load_config` is the one place that
+reads files (a catalog alias, a path to a ``config.json`` or its directory, or a repo id found
+in the local Hugging Face cache).
+
+Parameter counts follow the module layout vLLM builds for each architecture family: per layer
+attention (q/k/v/o, or MLA's low-rank projections), the MLP (gated: gate+up+down; MoE: router,
+experts, shared experts), two norms; plus embeddings, the final norm and an untied lm_head.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.errors import ModelConfigError
+
+DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}
+#: vLLM pads embedding / lm_head rows to a multiple of this (vocab_parallel_embedding.py,
+#: DEFAULT_VOCAB_PADDING_SIZE = 64)
+VOCAB_PADDING = 64
+
+LayerKind = Literal["full", "sliding"]
+
+
+class MoE(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate_size: int
+    num_shared_experts: int = 0
+    shared_intermediate_size: int = 0
+    #: layers [0, first_dense) use a dense MLP (DeepSeek's first_k_dense_replace)
+    first_dense: int = 0
+    #: every n-th layer is MoE (Qwen-MoE decoder_sparse_step, DeepSeek moe_layer_freq)
+    every: int = 1
+    expert_bias: bool = False
+
+
+class MLA(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None
+
+
+class Quantization(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    method: str
+    #: bytes per weight of the quantized linear layers, including scales
+    bytes_per_weight: float
+    #: which linear layers it covers: all, or only the MoE experts (gpt-oss mxfp4)
+    scope: Literal["linear", "experts"] = "linear"
+
+
+class ModelSpec(BaseModel):
+    """The architecture facts that decide memory and compute."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    model_type: str
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(ge=0)
+    vocab_size: int = Field(gt=0)
+    max_position_embeddings: int | None = None
+    #: rope scaling factor (None: no scaling): a context above max_position_embeddings needs it
+    rope_scaling_factor: float | None = None
+    rope_scaling_type: str | None = None
+    tie_word_embeddings: bool = False
+    torch_dtype: str = "bfloat16"
+    attention_bias: bool = False
+    gated_mlp: bool = True
+    moe: MoE | None = None
+    mla: MLA | None = None
+    #: attention kind of each layer; "sliding" layers keep only the last ``sliding_window``
+    layer_kinds: tuple[LayerKind, ...]
+    sliding_window: int | None = None
+    quantization: Quantization | None = None
+    attention_sinks: bool = False
+
+    # -- derived ------------------------------------------------------------------------
+    @property
+    def padded_vocab(self) -> int:
+        return math.ceil(self.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
+
+    @property
+    def is_hybrid(self) -> bool:
+        return "sliding" in self.layer_kinds and "full" in self.layer_kinds
+
+    def is_moe_layer(self, i: int) -> bool:
+        m = self.moe
+        return m is not None and i >= m.first_dense and (i - m.first_dense) % m.every == 0
+
+    def attention_params(self) -> int:
+        h, d = self.hidden_size, self.head_dim
+        if self.mla is not None:
+            m = self.mla
+            qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+            if m.q_lora_rank:
+                q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * self.num_heads * qk
+            else:
+                q = h * self.num_heads * qk
+            kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+            kv += m.kv_lora_rank * self.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
+            o = self.num_heads * m.v_head_dim * h
+            return q + kv + o
+        q = h * self.num_heads * d
+        kv = 2 * h * self.num_kv_heads * d
+        o = self.num_heads * d * h
+        bias = (self.num_heads + 2 * self.num_kv_heads) * d if self.attention_bias else 0
+        if self.attention_bias and self.model_type == "gpt_oss":
+            bias += h  # o_proj bias too
+        sinks = self.num_heads if self.attention_sinks else 0
+        return q + kv + o + bias + sinks
+
+    def dense_mlp_params(self) -> int:
+        mats = 3 if self.gated_mlp else 2
+        return mats * self.hidden_size * self.intermediate_size
+
+    def expert_params(self) -> int:
+        """One routed expert."""
+        assert self.moe is not None
+        m = self.moe
+        p = 3 * self.hidden_size * m.expert_intermediate_size
+        if m.expert_bias:
+            p += 2 * m.expert_intermediate_size + self.hidden_size
+        return p
+
+    def moe_layer_params(self, active: bool) -> tuple[int, int]:
+        """(expert params, other params) of one MoE layer; ``active`` counts the routed top-k."""
+        assert self.moe is not None
+        m = self.moe
+        n = m.experts_per_token if active else m.num_experts
+        experts = n * self.expert_params()
+        router = self.hidden_size * m.num_experts + (m.num_experts if m.expert_bias else 0)
+        shared_size = m.shared_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
+        shared = 3 * self.hidden_size * shared_size
+        if self.model_type == "qwen2_moe" and shared_size:
+            shared += self.hidden_size  # the shared expert's sigmoid gate
+        return experts, router + shared
+
+    def embedding_params(self) -> int:
+        return self.padded_vocab * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+
+    def param_counts(self) -> dict[str, int]:
+        """Total and active-per-token parameters, and how many sit in MoE experts."""
+        total = active = experts_total = 0
+        norms = 2 * self.hidden_size
+        for i in range(self.num_layers):
+            attn = self.attention_params()
+            if self.is_moe_layer(i):
+                e_all, other = self.moe_layer_params(active=False)
+                e_act, _ = self.moe_layer_params(active=True)
+                total += attn + e_all + other + norms
+                active += attn + e_act + other + norms
+                experts_total += e_all
+            else:
+                layer = attn + self.dense_mlp_params() + norms
+                total += layer
+                active += layer
+        emb = self.embedding_params() + self.hidden_size
+        return {"total": total + emb, "active": active + emb, "experts": experts_total,
+                "embeddings": emb}
+
+
+def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return default
+
+
+def _require(cfg: dict[str, Any], name: str, *keys: str) -> int:
+    value = _get(cfg, *keys)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ModelConfigError(
+            f"{name}: config.json lacks a positive integer {keys[0]!r}",
+            hint="pass the model's full config.json (the one next to its weights)")
+    return value
+
+
+def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | None:
+    q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    method = (override or q.get("quant_method") or "").lower()
+    if not method or method in ("none", "auto"):
+        return None
+    if method in ("fp8", "fbgemm_fp8", "modelopt"):
+        return Quantization(method=method, bytes_per_weight=1.0)
+    if method == "mxfp4":
+        # 4-bit values plus one 8-bit scale per 32 (OCP MX), on the experts only
+        return Quantization(method=method, bytes_per_weight=4.25 / 8, scope="experts")
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "bitsandbytes"):
+        bits = int(q.get("bits") or q.get("w_bit") or 4)
+        group = int(q.get("group_size") or q.get("q_group_size") or 128)
+        group = group if group > 0 else 4096
+        # packed weights + one fp16 scale and one packed zero point per group
+        return Quantization(method=method, bytes_per_weight=bits / 8 + (2 + bits / 8) / group)
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        bits = 8
+        for g in groups.values() if isinstance(groups, dict) else []:
+            w = g.get("weights") or {}
+            bits = int(w.get("num_bits") or bits)
+            group = w.get("group_size") or None
+            extra = (2 / group) if group else 0.0
+            return Quantization(method=f"{method}-w{bits}", bytes_per_weight=bits / 8 + extra)
+        return Quantization(method=method, bytes_per_weight=bits / 8)
+    if method in ("int8", "w8a8"):
+        return Quantization(method=method, bytes_per_weight=1.0)
+    raise ModelConfigError(
+        f"quantization {method!r} is not one advisor can size",
+        hint="known: fp8, awq, gptq, compressed-tensors (w8a8, w4a16), mxfp4, bitsandbytes")
+
+
+def spec_from_config(cfg: dict[str, Any], name: str = "model",
+                     quantization: str | None = None) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a parsed ``config.json`` (raises ModelConfigError)."""
+    if not isinstance(cfg, dict):
+        raise ModelConfigError(f"{name}: config.json is not a JSON object")
+    top = cfg
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None
+    if text is not None:  # multimodal: the language model's config is nested
+        cfg = {**{k: v for k, v in top.items() if k != "text_config"}, **text}
+    model_type = str(_get(cfg, "model_type", default="") or "")
+    layers = _require(cfg, name, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _require(cfg, name, "hidden_size", "n_embd", "d_model")
+    heads = _require(cfg, name, "num_attention_heads", "n_head")
+    kv_heads = int(_get(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
+    if kv_heads <= 0 or heads % kv_heads:
+        raise ModelConfigError(f"{name}: num_key_value_heads {kv_heads} does not divide "
+                               f"num_attention_heads {heads}")
+    head_dim = int(_get(cfg, "head_dim", default=0) or hidden // heads)
+    vocab = _require(cfg, name, "vocab_size")
+    inter = int(_get(cfg, "intermediate_size", "ffn_dim", "n_inner", default=0) or 4 * hidden)
+
+    moe = None
+    n_experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts")
+    if isinstance(n_experts, int) and n_experts > 1:
+        moe = MoE(
+            num_experts=n_experts,
+            experts_per_token=int(_get(cfg, "num_experts_per_tok", "experts_per_token",
+                                       default=2)),
+            expert_intermediate_size=int(_get(cfg, "moe_intermediate_size", default=inter)),
+            num_shared_experts=int(_get(cfg, "n_shared_experts", default=0)),
+            shared_intermediate_size=int(_get(cfg, "shared_expert_intermediate_size",
+                                              default=0)),
+            first_dense=int(_get(cfg, "first_k_dense_replace", default=0)),
+            every=int(_get(cfg, "moe_layer_freq", "decoder_sparse_step", default=1) or 1),
+            expert_bias=model_type == "gpt_oss",
+        )
+
+    mla = None
+    if isinstance(cfg.get("kv_lora_rank"), int):
+        mla = MLA(kv_lora_rank=cfg["kv_lora_rank"],
+                  qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=64)),
+                  qk_nope_head_dim=int(_get(cfg, "qk_nope_head_dim", default=128)),
+                  v_head_dim=int(_get(cfg, "v_head_dim", default=128)),
+                  q_lora_rank=cfg.get("q_lora_rank"))
+
+    window = cfg.get("sliding_window") if isinstance(cfg.get("sliding_window"), int) else None
+    if cfg.get("use_sliding_window") is False and model_type.startswith("qwen"):
+        window = None  # Qwen configs carry a window they do not use
+    kinds: list[LayerKind]
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and len(layer_types) == layers:
+        kinds = ["sliding" if "sliding" in str(t) else "full" for t in layer_types]
+    elif window and model_type in ("gemma2", "gemma3", "gemma3_text", "cohere2"):
+        # gemma-2 alternates sliding and global layers, starting with sliding (modeling_gemma2)
+        pattern = int(_get(cfg, "sliding_window_pattern", default=2))
+        kinds = ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
+    elif window:
+        kinds = ["sliding"] * layers  # Mistral v0.1: every layer slides
+    else:
+        kinds = ["full"] * layers
+    if window is None:
+        kinds = ["full"] * layers
+
+    rope = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
+    factor = float(rope["factor"]) if rope and rope.get("factor") else None
+    dtype = str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")).replace("torch.", "")
+    arch = " ".join(cfg.get("architectures") or [])
+    bias = bool(cfg.get("attention_bias")) or model_type in ("qwen2", "qwen2_moe") or (
+        "Qwen2" in arch)
+    return ModelSpec(
+        name=name, model_type=model_type, num_layers=layers, hidden_size=hidden,
+        num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=inter,
+        vocab_size=vocab, max_position_embeddings=cfg.get("max_position_embeddings"),
+        rope_scaling_factor=factor,
+        rope_scaling_type=(rope.get("rope_type") or rope.get("type")) if rope else None,
+        tie_word_embeddings=bool(_get(top, "tie_word_embeddings", default=False)
+                                 or cfg.get("tie_word_embeddings")),
+        torch_dtype=dtype if dtype in DTYPE_BYTES else "bfloat16",
+        attention_bias=bias, gated_mlp=model_type not in ("gpt2", "opt", "gpt_bigcode"),
+        moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,
+        quantization=_quantization(cfg, quantization),
+        attention_sinks=model_type == "gpt_oss",
+    )
+
+
+# -- reading configs (the shell around the pure core) -------------------------------------
+def _hf_cache_dirs() -> list[Path]:
+    env = os.environ
+    if env.get("HF_HUB_CACHE"):
+        return [Path(env["HF_HUB_CACHE"])]
+    home = Path(env.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    return [home / "hub"]
+
+
+def find_in_hf_cache(repo_id: str) -> Path | None:
+    """``config.json`` of ``owner/name`` in the local Hugging Face cache, newest snapshot."""
+    folder = "models--" + repo_id.replace("/", "--")
+    for root in _hf_cache_dirs():
+        snaps = root / folder / "snapshots"
+        if snaps.is_dir():
+            hits = sorted(snaps.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+            if hits:
+                return hits[-1]
+    return None
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ModelConfigError(f"{path}: no such file",
+                               hint="give a catalog alias or the path of a config.json") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelConfigError(f"{path}: cannot read: {exc}") from exc
+    except ValueError as exc:
+        raise ModelConfigError(f"{path}: not valid JSON: {exc}",
+                               hint="config.json must be the JSON file a Hugging Face repo ships"
+                               ) from exc
+    if not isinstance(data, dict):
+        raise ModelConfigError(f"{path}: not a JSON object")
+    return data

@@ -1,0 +1,302 @@
+"""Memory fit, the way vLLM's V1 engine accounts for it. Pure functions, no I/O.
+
+Per GPU: weights under TP and PP, the profiling run's peak activation, non-torch memory, CUDA
+graphs (charged to the KV budget only where the release does), what is left for the KV cache,
+that memory in whole blocks, and how many ``max_model_len`` requests it holds at once. The
+accounting rules and where they come from are in :mod:`advisor.engine`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.engine import GIB, EngineProfile
+from advisor.errors import UserInputError
+from advisor.llm import DTYPE_BYTES, ModelSpec
+
+Dtype = Literal["auto", "bfloat16", "float16", "float32"]
+KvDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
+
+
+class FitRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    gpu_memory_gib: float = Field(gt=0)
+    gpu_name: str = ""
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    max_model_len: int | None = Field(default=None, gt=0)
+    gpu_memory_utilization: float | None = None
+    dtype: Dtype = "auto"
+    kv_cache_dtype: KvDtype = "auto"
+    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    entrypoint: Literal["server", "llm"] = "server"
+    enforce_eager: bool = False
+
+
+class MemoryFit(BaseModel):
+    """What vLLM will do on one GPU of the layout. Sizes in GiB unless named otherwise."""
+
+    model_config = ConfigDict(frozen=True)
+    weights_gib: float
+    activation_gib: float
+    non_torch_gib: float
+    cuda_graph_gib: float
+    cuda_graph_charged: bool
+    budget_gib: float
+    kv_cache_gib: float
+    kv_cache_tokens: int
+    kv_bytes_per_token: int
+    num_blocks: int
+    block_size: int
+    max_concurrency: float
+    max_model_len: int
+    fits: bool
+    notes: list[str]
+    tp: int
+    pp: int
+    dtype: str
+    kv_cache_dtype: str
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    vllm_version: str
+    params_total: int
+    params_active: int
+
+
+# -- the pieces ---------------------------------------------------------------------------
+def max_len_limit(spec: ModelSpec) -> int | None:
+    """The longest max_model_len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN."""
+    if spec.max_position_embeddings is None:
+        return None
+    if spec.rope_scaling_type in ("yarn", "dynamic", "linear") and spec.rope_scaling_factor:
+        # vllm/config: these scalings extend the trained length by their factor; the configs
+        # of DeepSeek-V2 and gpt-oss already store the extended length
+        return max(spec.max_position_embeddings, int(spec.rope_scaling_factor * 4096))
+    return spec.max_position_embeddings
+
+
+def resolve_dtype(spec: ModelSpec, dtype: str) -> str:
+    if dtype != "auto":
+        return dtype
+    # vLLM "auto": the checkpoint's dtype, but float32 checkpoints are served in bfloat16
+    return "bfloat16" if spec.torch_dtype == "float32" else spec.torch_dtype
+
+
+def kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
+    """KV heads one rank holds: split by TP, replicated once TP exceeds them (vLLM QKVParallelLinear)."""
+    return max(1, spec.num_kv_heads // tp)
+
+
+def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int, kv_bytes: float) -> float:
+    if spec.mla is not None:  # one latent per token, the same on every rank
+        return (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * kv_bytes
+    return 2 * kv_heads_per_gpu(spec, tp) * spec.head_dim * kv_bytes
+
+
+def stage_layers(num_layers: int, pp: int) -> list[range]:
+    """Layers of each PP stage: an even split, the remainder to the last stages."""
+    base, extra = divmod(num_layers, pp)
+    out, start = [], 0
+    for i in range(pp):
+        n = base + (1 if i >= pp - extra else 0)
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+def _layer_weight_bytes(spec: ModelSpec, i: int, tp: int, act_bytes: float) -> float:
+    q = spec.quantization
+    lin_b = q.bytes_per_weight if q is not None and q.scope == "linear" else act_bytes
+    exp_b = q.bytes_per_weight if q is not None else act_bytes
+    h, d = spec.hidden_size, spec.head_dim
+    if spec.mla is not None:
+        m = spec.mla
+        kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim)
+        attn = (spec.attention_params() - kv_a) / tp * lin_b + kv_a * lin_b
+    else:
+        kvh = kv_heads_per_gpu(spec, tp)
+        qo = 2 * h * spec.num_heads * d / tp
+        kv = 2 * h * kvh * d
+        extras = spec.attention_params() - (2 * h * spec.num_heads * d + 2 * h * spec.num_kv_heads * d)
+        attn = (qo + kv) * lin_b + extras / tp * act_bytes
+    norms = 2 * h * act_bytes
+    if spec.is_moe_layer(i):
+        experts, other = spec.moe_layer_params(active=False)
+        router = h * spec.moe.num_experts if spec.moe else 0
+        mlp = experts / tp * exp_b + (other - router) / tp * lin_b + router * act_bytes
+    else:
+        mlp = spec.dense_mlp_params() / tp * lin_b
+    return attn + mlp + norms
+
+
+def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float) -> list[float]:
+    """Bytes of weights on one GPU of each PP stage."""
+    stages = stage_layers(spec.num_layers, pp)
+    emb = spec.padded_vocab * spec.hidden_size / tp * act_bytes
+    rotary_dim = spec.mla.qk_rope_head_dim if spec.mla else spec.head_dim
+    rotary = (max_len_limit(spec) or 4096) * rotary_dim * act_bytes  # cos/sin cache
+    out = []
+    for s, layers in enumerate(stages):
+        b = sum(_layer_weight_bytes(spec, i, tp, act_bytes) for i in layers) + rotary
+        if s == 0:
+            b += emb
+        if s == pp - 1:
+            b += spec.hidden_size * act_bytes  # final norm
+            if not spec.tie_word_embeddings or pp > 1:
+                b += emb  # lm_head (a tied one is its own copy on another stage)
+        out.append(b)
+    return out
+
+
+def activation_gib(spec: ModelSpec, engine: EngineProfile, tokens: int, tp: int,
+                   act_bytes: float) -> float:
+    """Peak of the profiling run above the weights (a model calibrated on public logs).
+
+    The logs read show about the same peak at 2048 and 8192 batched tokens for a 4096-wide
+    model (1.40 and 1.44 GiB) and 0.45 GiB for a 2048-wide one: the peak follows the model's
+    width, not the token budget, so the dense part is a power law in hidden size.
+    """
+    dense = engine.activation_gib_at_4096 * (spec.hidden_size / 4096) ** engine.activation_exponent
+    moe = 0.0
+    if spec.moe is not None:
+        # the fused-MoE kernel's intermediate caches: tokens x top-k x (gate_up + down + out)
+        m = spec.moe
+        moe = tokens * m.experts_per_token * (3 * m.expert_intermediate_size / tp
+                                              + spec.hidden_size) * act_bytes / GIB
+    return dense * act_bytes / 2 + moe
+
+
+def cuda_graph_gib(layers: int, enforce_eager: bool) -> float:
+    """Memory the captured CUDA graphs keep (logs show 0.2-0.6 GiB for 32-layer models)."""
+    return 0.0 if enforce_eager else round(0.1 + 0.01 * layers, 3)
+
+
+def _blocks_for_request(spec: ModelSpec, kind: str, max_len: int, block: int, tokens: int) -> int:
+    if kind == "sliding" and spec.sliding_window:
+        span = min(spec.sliding_window - 1 + tokens, max_len)
+        return math.ceil(span / block) + 1
+    return math.ceil(max_len / block)
+
+
+def kv_layout(spec: ModelSpec, layers: list[int], engine: EngineProfile) -> tuple[int, list[str]]:
+    """(layers sharing one block id, the attention kind of each KV cache group)."""
+    kinds = [spec.layer_kinds[i] for i in layers]
+    counts = {k: kinds.count(k) for k in ("full", "sliding") if kinds.count(k)}
+    if len(counts) == 1 or not engine.hybrid_kv_allocator:
+        kind = next(iter(counts)) if len(counts) == 1 else "full"
+        return len(kinds), [kind]
+    # vllm/v1/core/kv_cache_utils.py: groups of the smallest type's size, one per slice
+    size = min(counts.values())
+    groups: list[str] = []
+    for k, n in counts.items():
+        groups += [k] * math.ceil(n / size)
+    return size, groups
+
+
+# -- the fit ------------------------------------------------------------------------------
+def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
+    """How the model fits on one GPU of a TP x PP layout (raises UserInputError on bad input)."""
+    util = req.gpu_memory_utilization if req.gpu_memory_utilization is not None \
+        else engine.gpu_memory_utilization
+    if not 0 < util <= 1:
+        raise UserInputError(f"gpu_memory_utilization {util} is outside (0, 1]",
+                             hint="vLLM's default is 0.9")
+    if spec.num_heads % req.tp:
+        raise UserInputError(
+            f"TP {req.tp} does not divide the {spec.num_heads} attention heads of {spec.name}",
+            hint="use a TP size that divides them: "
+            + ", ".join(str(t) for t in (1, 2, 4, 8, 16) if spec.num_heads % t == 0))
+    if req.pp > spec.num_layers:
+        raise UserInputError(f"PP {req.pp} exceeds the {spec.num_layers} layers of {spec.name}")
+    limit = max_len_limit(spec)
+    max_len = req.max_model_len or limit or 4096
+    if limit is not None and max_len > limit:
+        raise UserInputError(
+            f"max_model_len {max_len} exceeds {spec.name}'s max_position_embeddings {limit}"
+            + (" and its config has no rope scaling" if spec.rope_scaling_factor is None else ""),
+            hint=f"use --max-model-len {limit} or less")
+
+    dtype = resolve_dtype(spec, req.dtype)
+    act_b = DTYPE_BYTES[dtype]
+    kv_b = 1.0 if req.kv_cache_dtype.startswith("fp8") else act_b
+    tokens, seqs = engine.batch_defaults(req.gpu_memory_gib, req.gpu_name, req.entrypoint)
+    tokens = req.max_num_batched_tokens or tokens
+    seqs = req.max_num_seqs or seqs
+
+    stages = stage_layers(spec.num_layers, req.pp)
+    weights = weights_per_gpu(spec, req.tp, req.pp, act_b)
+    # the stage that leaves the least room decides (vLLM takes the minimum over workers)
+    worst = max(range(req.pp), key=lambda s: (weights[s], len(stages[s])))
+    layers = list(stages[worst])
+    w_gib = weights[worst] / GIB
+    act = activation_gib(spec, engine, tokens, req.tp, act_b)
+    non_torch = engine.non_torch_gib + (engine.nccl_gib if req.tp * req.pp > 1 else 0.0)
+    graphs = cuda_graph_gib(len(layers), req.enforce_eager)
+    budget = req.gpu_memory_gib * util
+    charged = graphs if engine.cuda_graph_charged else 0.0
+    kv_gib = budget - w_gib - act - non_torch - charged
+
+    per_layer = kv_bytes_per_token_per_layer(spec, req.tp, kv_b)
+    kv_per_token = int(round(per_layer * len(layers)))
+    block = engine.block_size
+    group_size, groups = kv_layout(spec, layers, engine)
+    page = block * per_layer
+    num_blocks = max(0, int((kv_gib * GIB) // (page * group_size))) if kv_gib > 0 else 0
+    kv_tokens = num_blocks // len(groups) * block
+    per_request = sum(_blocks_for_request(spec, g, max_len, block, tokens) for g in groups)
+    concurrency = num_blocks / per_request if per_request else 0.0
+
+    notes: list[str] = []
+    fits = kv_gib > 0 and concurrency >= 1
+    if not fits:
+        notes += _why_not(spec, req, kv_gib, concurrency, max_len, kv_b, act_b, per_request,
+                          num_blocks, block)
+    else:
+        notes.append(f"{concurrency:.2f} requests of {max_len} tokens fit at once")
+    if spec.is_hybrid and engine.hybrid_kv_allocator:
+        notes.append(f"hybrid KV cache: {len(groups)} groups "
+                     f"({', '.join(groups)}), sliding window {spec.sliding_window}")
+    if req.tp > spec.num_kv_heads and spec.mla is None:
+        notes.append(f"TP {req.tp} > {spec.num_kv_heads} KV heads: each GPU keeps a replica")
+    if not engine.cuda_graph_charged and graphs:
+        notes.append(f"CUDA graphs (~{graphs:.2f} GiB) are captured after the KV cache is "
+                     f"allocated in vLLM {engine.version}: they come out of the "
+                     f"{(1 - util) * req.gpu_memory_gib:.2f} GiB outside the budget")
+    params = spec.param_counts()
+    return MemoryFit(
+        weights_gib=round(w_gib, 4), activation_gib=round(act, 4),
+        non_torch_gib=round(non_torch, 4), cuda_graph_gib=graphs,
+        cuda_graph_charged=engine.cuda_graph_charged, budget_gib=round(budget, 4),
+        kv_cache_gib=round(max(kv_gib, 0.0), 4), kv_cache_tokens=kv_tokens,
+        kv_bytes_per_token=kv_per_token, num_blocks=num_blocks, block_size=block,
+        max_concurrency=round(concurrency, 2), max_model_len=max_len, fits=fits, notes=notes,
+        tp=req.tp, pp=req.pp, dtype=dtype, kv_cache_dtype="fp8" if kv_b == 1.0 else dtype,
+        max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=engine.version,
+        params_total=params["total"], params_active=params["active"])
+
+
+def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, concurrency: float,
+             max_len: int, kv_b: float, act_b: float, per_request: int, num_blocks: int,
+             block: int) -> list[str]:
+    notes = []
+    if kv_gib <= 0:
+        notes.append(f"does not fit: weights and working memory exceed the budget by "
+                     f"{-kv_gib:.2f} GiB per GPU")
+    else:
+        need = per_request - num_blocks
+        notes.append(f"does not fit: one {max_len}-token request needs {per_request} KV "
+                     f"blocks, {num_blocks} fit ({need * block} tokens short)")
+        if num_blocks > 0:
+            notes.append(f"a max_model_len of about {num_blocks * block // 1024 * 1024} "
+                         "would fit")
+    bigger = [t for t in (2, 4, 8) if t > req.tp and spec.num_heads % t == 0]
+    if bigger:
+        notes.append(f"more TP (--tp {bigger[0]}) splits weights and KV cache over more GPUs")
+    if kv_b > 1 and spec.mla is None:
+        notes.append("--kv-cache-dtype fp8 halves the KV cache per token")
+    notes.append("or a GPU with more memory")
+    return notes
