@@ -125,4 +125,4 @@ def profile(version: str | None = None) -> EngineProfile:
             merged.update({k: v for k, v in rule.model_dump().items()
                            if v is not None and k not in ("since", "source")})
             sources.append(f">= {rule.since}: {rule.source}")
-    return EngineProfile(version=version, sources=tuple(sources), **merged)  # type: ignore[arg-type]
+    return EngineProfile.model_validate({"version": version, "sources": tuple(sources), **merged})

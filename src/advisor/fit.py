@@ -42,7 +42,8 @@ def model_spec(ref: str, catalog: Catalog | None = None,
     return spec_from_config(cfg, name, quantization=quantization)
 
 
-def gpu_memory_gib(catalog: Catalog, gpu: str, override: float | None = None) -> tuple[str, float, str]:
+def gpu_memory_gib(catalog: Catalog, gpu: str,
+                   override: float | None = None) -> tuple[str, float, str]:
     """(GPU id, total memory vLLM sees in GiB, where that number comes from)."""
     g = catalog.gpu(gpu)
     if override is not None:

@@ -146,7 +146,8 @@ class ModelSpec(BaseModel):
         n = m.experts_per_token if active else m.num_experts
         experts = n * self.expert_params()
         router = self.hidden_size * m.num_experts + (m.num_experts if m.expert_bias else 0)
-        shared_size = m.shared_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
+        shared_size = (m.shared_intermediate_size
+                       or m.num_shared_experts * m.expert_intermediate_size)
         shared = 3 * self.hidden_size * shared_size
         if self.model_type == "qwen2_moe" and shared_size:
             shared += self.hidden_size  # the shared expert's sigmoid gate
@@ -193,7 +194,8 @@ def _require(cfg: dict[str, Any], name: str, *keys: str) -> int:
 
 
 def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | None:
-    q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    raw = cfg.get("quantization_config")
+    q: dict[str, Any] = raw if isinstance(raw, dict) else {}
     method = (override or q.get("quant_method") or "").lower()
     if not method or method in ("none", "auto"):
         return None
@@ -214,8 +216,8 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
         for g in groups.values() if isinstance(groups, dict) else []:
             w = g.get("weights") or {}
             bits = int(w.get("num_bits") or bits)
-            group = w.get("group_size") or None
-            extra = (2 / group) if group else 0.0
+            gsize = w.get("group_size") or None
+            extra = (2 / gsize) if gsize else 0.0
             return Quantization(method=f"{method}-w{bits}", bytes_per_weight=bits / 8 + extra)
         return Quantization(method=method, bytes_per_weight=bits / 8)
     if method in ("int8", "w8a8"):
@@ -300,8 +302,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         vocab_size=vocab, max_position_embeddings=cfg.get("max_position_embeddings"),
         rope_scaling_factor=factor,
         rope_scaling_type=(rope.get("rope_type") or rope.get("type")) if rope else None,
-        tie_word_embeddings=bool(_get(top, "tie_word_embeddings", default=False)
-                                 or cfg.get("tie_word_embeddings")),
+        tie_word_embeddings=bool(_get(cfg, "tie_word_embeddings",
+                                      default=model_type.startswith("gemma"))),
         torch_dtype=dtype if dtype in DTYPE_BYTES else "bfloat16",
         attention_bias=bias, gated_mlp=model_type not in ("gpt2", "opt", "gpt_bigcode"),
         moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,

@@ -87,7 +87,10 @@ def resolve_dtype(spec: ModelSpec, dtype: str) -> str:
 
 
 def kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
-    """KV heads one rank holds: split by TP, replicated once TP exceeds them (vLLM QKVParallelLinear)."""
+    """KV heads one rank holds: split by TP, replicated once TP exceeds them.
+
+    (vLLM QKVParallelLinear: num_kv_head_replicas = tp // num_kv_heads.)
+    """
     return max(1, spec.num_kv_heads // tp)
 
 
@@ -121,7 +124,8 @@ def _layer_weight_bytes(spec: ModelSpec, i: int, tp: int, act_bytes: float) -> f
         kvh = kv_heads_per_gpu(spec, tp)
         qo = 2 * h * spec.num_heads * d / tp
         kv = 2 * h * kvh * d
-        extras = spec.attention_params() - (2 * h * spec.num_heads * d + 2 * h * spec.num_kv_heads * d)
+        core = 2 * h * spec.num_heads * d + 2 * h * spec.num_kv_heads * d
+        extras = spec.attention_params() - core
         attn = (qo + kv) * lin_b + extras / tp * act_bytes
     norms = 2 * h * act_bytes
     if spec.is_moe_layer(i):

@@ -12,8 +12,10 @@ from advisor.engine import DEFAULT_VLLM_VERSION
 
 
 def fit_cmd(
-    model: Annotated[str, typer.Option("--model", "-m", help="A model alias or a config.json path.")],
-    gpu: Annotated[str, typer.Option("--gpu", help="A catalog GPU (id or alias), e.g. H100-SXM.")],
+    model: Annotated[str, typer.Option(
+        "--model", "-m", help="A model alias or a config.json path.")],
+    gpu: Annotated[str, typer.Option(
+        "--gpu", help="A catalog GPU (id or alias), e.g. H100-SXM.")],
     max_model_len: Annotated[int, typer.Option("--max-model-len", "--ctx",
                                                help="vLLM's max_model_len.", min=1)],
     gpu_memory_gib: Annotated[float | None, typer.Option(
