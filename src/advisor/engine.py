@@ -62,19 +62,22 @@ class Rule(BaseModel):
     #: hidden size 4096 in 16-bit; scaled by (hidden / 4096) ** activation_exponent
     activation_gib_at_4096: float | None = None
     activation_exponent: float | None = None
+    #: plus this many GiB per 128,256 vocabulary entries at hidden size 4096 (the logits)
+    activation_vocab_gib: float | None = None
     #: non-torch memory (CUDA context share, cuBLAS workspaces) and NCCL buffers when TP > 1
     non_torch_gib: float | None = None
     nccl_gib: float | None = None
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(since="0.8.0", source="vllm/engine/arg_utils.py _set_default_args_v1 (0.8.x); "
-         "vllm/v1/worker/gpu_worker.py determine_available_memory",
+    Rule(since="0.7.0", source="V1 engine (opt-in with VLLM_USE_V1=1 in 0.7, the default from "
+         "0.8): vllm/engine/arg_utils.py _set_default_args_v1; vllm/v1/worker/gpu_worker.py "
+         "determine_available_memory",
          gpu_memory_utilization=0.9, block_size=16,
          batch_big=(8192, 2048, 256, 256), batch_other=(8192, 2048, 256, 256),
          cuda_graph_charged=False, hybrid_kv_allocator=False,
-         activation_gib_at_4096=1.40, activation_exponent=1.6, non_torch_gib=0.25,
-         nccl_gib=0.3),
+         activation_gib_at_4096=0.561, activation_exponent=1.5, activation_vocab_gib=0.879,
+         non_torch_gib=0.25, nccl_gib=0.3),
     Rule(since="0.10.0", source="vllm/engine/arg_utils.py get_batch_defaults (device memory "
          ">= 70 GiB and not A100); vllm/v1/core/kv_cache_utils.py hybrid KV cache groups",
          batch_big=(16384, 8192, 1024, 1024), batch_other=(8192, 2048, 256, 256),
@@ -98,6 +101,7 @@ class EngineProfile(BaseModel):
     hybrid_kv_allocator: bool
     activation_gib_at_4096: float
     activation_exponent: float
+    activation_vocab_gib: float
     non_torch_gib: float
     nccl_gib: float
     sources: tuple[str, ...]

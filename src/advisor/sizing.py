@@ -160,11 +160,15 @@ def activation_gib(spec: ModelSpec, engine: EngineProfile, tokens: int, tp: int,
                    act_bytes: float) -> float:
     """Peak of the profiling run above the weights (a model calibrated on public logs).
 
-    The logs read show about the same peak at 2048 and 8192 batched tokens for a 4096-wide
-    model (1.40 and 1.44 GiB) and 0.45 GiB for a 2048-wide one: the peak follows the model's
-    width, not the token budget, so the dense part is a power law in hidden size.
+    In the logs read the peak barely moves between 2048 and 8192 batched tokens (1.40 and
+    1.44 GiB for 4096-wide models) but follows the model's width and its vocabulary (0.78 GiB
+    for Mistral-7B's 32k vocabulary, 1.44 for Llama 3's 128k, 0.45 for the 2048-wide
+    Llama-3.2-1B): a width term and a logits term, both fitted to those logs
+    (benchmarks/accuracy). TP's effect on the peak is not calibrated: it is not divided.
     """
-    dense = engine.activation_gib_at_4096 * (spec.hidden_size / 4096) ** engine.activation_exponent
+    width = spec.hidden_size / 4096
+    dense = (engine.activation_gib_at_4096 * width ** engine.activation_exponent
+             + engine.activation_vocab_gib * (spec.vocab_size / 128256) * width)
     moe = 0.0
     if spec.moe is not None:
         # the fused-MoE kernel's intermediate caches: tokens x top-k x (gate_up + down + out)
@@ -199,6 +203,20 @@ def kv_layout(spec: ModelSpec, layers: list[int], engine: EngineProfile) -> tupl
     for k, n in counts.items():
         groups += [k] * math.ceil(n / size)
     return size, groups
+
+
+def kv_capacity(spec: ModelSpec, kv_gib: float, layers: list[int], per_layer_bytes: float,
+                engine: EngineProfile, max_len: int, batched_tokens: int
+                ) -> tuple[int, int, float, int]:
+    """(blocks, "GPU KV cache size" tokens, max concurrency, blocks per max_len request)."""
+    block = engine.block_size
+    group_size, groups = kv_layout(spec, layers, engine)
+    page = block * per_layer_bytes
+    num_blocks = max(0, int((kv_gib * GIB) // (page * group_size))) if kv_gib > 0 else 0
+    tokens = num_blocks // len(groups) * block
+    per_request = sum(_blocks_for_request(spec, g, max_len, block, batched_tokens)
+                      for g in groups)
+    return num_blocks, tokens, (num_blocks / per_request if per_request else 0.0), per_request
 
 
 # -- the fit ------------------------------------------------------------------------------
@@ -247,12 +265,9 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     per_layer = kv_bytes_per_token_per_layer(spec, req.tp, kv_b)
     kv_per_token = int(round(per_layer * len(layers)))
     block = engine.block_size
-    group_size, groups = kv_layout(spec, layers, engine)
-    page = block * per_layer
-    num_blocks = max(0, int((kv_gib * GIB) // (page * group_size))) if kv_gib > 0 else 0
-    kv_tokens = num_blocks // len(groups) * block
-    per_request = sum(_blocks_for_request(spec, g, max_len, block, tokens) for g in groups)
-    concurrency = num_blocks / per_request if per_request else 0.0
+    cap = kv_capacity(spec, kv_gib, layers, per_layer, engine, max_len, tokens)
+    num_blocks, kv_tokens, concurrency, per_request = cap
+    groups = kv_layout(spec, layers, engine)[1]
 
     notes: list[str] = []
     fits = kv_gib > 0 and concurrency >= 1
