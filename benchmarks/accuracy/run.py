@@ -63,8 +63,9 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
     engine = profile(version if parse_version(version) >= (0, 7, 0) else "0.8.0")
     act_b = DTYPE_BYTES[resolve_dtype(spec, "auto")]
     gpu = cat.gpus.get(entry.get("gpu", "")) if entry.get("gpu") else None
-    mem = entry.get("gpu_memory_gib") or (gpu.usable_memory_mib / 1024 if gpu and
-                                          gpu.usable_memory_mib else (gpu.memory_gib if gpu else None))
+    mem = entry.get("gpu_memory_gib")
+    if mem is None and gpu is not None:
+        mem = gpu.usable_memory_mib / 1024 if gpu.usable_memory_mib else gpu.memory_gib
     max_len = entry.get("max_model_len") or spec.max_position_embeddings or 4096
     batched, _ = engine.batch_defaults(mem or 80, gpu.name if gpu else "", "server")
     batched = entry.get("max_num_batched_tokens") or batched
@@ -103,7 +104,8 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
             checks["kv_tokens_full_fit"] = (res.kv_cache_tokens, logged["kv_cache_tokens"],
                                             _err(res.kv_cache_tokens, logged["kv_cache_tokens"]))
         if "fits" in logged:
-            checks["fits"] = (res.fits, logged["fits"], 0.0 if res.fits == logged["fits"] else 100.0)
+            wrong = 0.0 if res.fits == logged["fits"] else 100.0
+            checks["fits"] = (res.fits, logged["fits"], wrong)
         out["predicted_activation_gib"] = res.activation_gib
     out["target_set"] = parse_version(version) >= (0, 10, 0) and (mem is None or mem >= 39)
     return out

@@ -1,0 +1,92 @@
+"""ModelSpec from config.json: parameter counts derived by hand from the config's numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor import ModelConfigError, load_catalog
+from advisor.llm import spec_from_config
+
+CAT = load_catalog()
+
+
+def spec(alias, **kw):
+    return spec_from_config(CAT.model_configs[alias], alias, **kw)
+
+
+def test_llama3_8b_dense_gqa_params():
+    h, inter, layers, vocab, kv_dim = 4096, 14336, 32, 128256, 8 * 128
+    per_layer = 2 * h * h + 2 * h * kv_dim + 3 * h * inter + 2 * h
+    expected = layers * per_layer + 2 * vocab * h + h
+    p = spec("llama-3-8b").param_counts()
+    assert p["total"] == p["active"] == expected == 8_030_261_248  # the 8.03B Meta publishes
+
+
+def test_mixtral_active_params_count_two_of_eight_experts():
+    s = spec("mixtral-8x7b")
+    p = s.param_counts()
+    one_expert_all_layers = 32 * 3 * 4096 * 14336
+    assert p["total"] - p["active"] == 6 * one_expert_all_layers
+    assert 46.6e9 < p["total"] < 46.8e9 and 12.8e9 < p["active"] < 13.0e9
+
+
+def test_tied_embeddings_are_counted_once():
+    s = spec("gemma-2-9b")
+    assert s.tie_word_embeddings  # gemma ties unless the config says otherwise
+    assert s.embedding_params() == 256000 * 3584
+
+
+def test_qwen2_has_qkv_bias_and_qwen3_not():
+    q2, q3 = spec("qwen2.5-7b"), spec("qwen3-8b")
+    assert q2.attention_bias and not q3.attention_bias
+    assert q2.attention_params() - (2 * 3584 * 3584 + 2 * 3584 * 512) == 3584 + 2 * 512
+
+
+def test_mla_and_moe_of_deepseek_v2_lite():
+    s = spec("deepseek-v2-lite")
+    assert s.mla is not None and s.mla.kv_lora_rank == 512 and s.mla.q_lora_rank is None
+    assert s.moe is not None and s.moe.first_dense == 1 and not s.is_moe_layer(0)
+    assert s.is_moe_layer(1) and s.moe.num_shared_experts == 2
+
+
+def test_layer_patterns():
+    gemma = spec("gemma-2-9b")
+    assert gemma.layer_kinds[:2] == ("sliding", "full") and gemma.sliding_window == 4096
+    oss = spec("gpt-oss-20b")
+    assert oss.layer_kinds.count("sliding") == 12 and oss.sliding_window == 128
+    assert set(spec("qwen2.5-7b").layer_kinds) == {"full"}  # use_sliding_window is false
+    assert set(spec("mistral-7b").layer_kinds) == {"sliding"}
+
+
+def test_nested_text_config_is_read():
+    cfg = {"architectures": ["Foo"], "model_type": "foo_vl", "tie_word_embeddings": False,
+           "text_config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 128}}
+    s = spec_from_config(cfg)
+    assert (s.num_layers, s.hidden_size, s.head_dim, s.num_kv_heads) == (2, 64, 16, 2)
+
+
+@pytest.mark.parametrize("qcfg,method,bpw", [
+    ({"quant_method": "fp8"}, "fp8", 1.0),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq", 0.5 + 2.5 / 128),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 64}, "gptq", 1.0 + 3 / 64),
+    ({"quant_method": "compressed-tensors",
+      "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 128}}}},
+     "compressed-tensors-w4", 0.5 + 2 / 128),
+    ({"quant_method": "mxfp4"}, "mxfp4", 4.25 / 8),
+])
+def test_quantization_bytes_per_weight(qcfg, method, bpw):
+    cfg = {**CAT.model_configs["llama-3-8b"], "quantization_config": qcfg}
+    q = spec_from_config(cfg).quantization
+    assert q is not None and q.method == method and q.bytes_per_weight == pytest.approx(bpw)
+
+
+def test_unknown_quantization_and_missing_fields_are_named():
+    cfg = {**CAT.model_configs["llama-3-8b"], "quantization_config": {"quant_method": "zz"}}
+    with pytest.raises(ModelConfigError, match="'zz'"):
+        spec_from_config(cfg)
+    broken = {k: v for k, v in CAT.model_configs["llama-3-8b"].items() if k != "hidden_size"}
+    with pytest.raises(ModelConfigError, match="hidden_size"):
+        spec_from_config(broken, "x")
+    with pytest.raises(ModelConfigError, match="does not divide"):
+        spec_from_config({**CAT.model_configs["llama-3-8b"], "num_key_value_heads": 5})

@@ -1,0 +1,141 @@
+"""The memory fit: hand-derived cases, properties, and the guards on bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor import UserInputError, load_catalog
+from advisor.engine import GIB, profile
+from advisor.llm import spec_from_config
+from advisor.sizing import FitRequest, fit, kv_bytes_per_token_per_layer, weights_per_gpu
+
+CAT = load_catalog()
+SPECS = {a: spec_from_config(CAT.model_configs[a], a) for a in CAT.models}
+
+
+def test_dense_fit_from_the_formula():
+    s, eng = SPECS["llama-3.1-8b"], profile("0.11.0")
+    total, util = 79.25, 0.92
+    r = fit(s, FitRequest(gpu_memory_gib=total, gpu_name="NVIDIA H100", max_model_len=131072,
+                          gpu_memory_utilization=util), eng)
+    weights = (8_030_261_248 * 2 + 131072 * 128 * 2) / GIB  # params in bf16 + rotary cache
+    assert r.weights_gib == pytest.approx(weights, abs=1e-3)
+    kv_per_token = 32 * 2 * 8 * 128 * 2
+    assert r.kv_bytes_per_token == kv_per_token == 131072
+    free = total * util - r.weights_gib - r.activation_gib - r.non_torch_gib  # graphs not charged
+    blocks = math.floor(free * GIB / (16 * kv_per_token))
+    assert abs(r.num_blocks - blocks) <= 1
+    assert r.kv_cache_tokens == r.num_blocks * 16
+    assert r.max_concurrency == pytest.approx(r.num_blocks / (131072 / 16), abs=0.01)
+    assert r.fits and (r.max_num_batched_tokens, r.max_num_seqs) == (8192, 1024)
+
+
+def test_cuda_graphs_are_charged_from_0_21():
+    s = SPECS["llama-3.1-8b"]
+    req = FitRequest(gpu_memory_gib=79.25, gpu_name="H100", max_model_len=8192)
+    old, new = fit(s, req, profile("0.11.0")), fit(s, req, profile("0.21.0"))
+    assert not old.cuda_graph_charged and new.cuda_graph_charged
+    assert old.kv_cache_gib - new.kv_cache_gib == pytest.approx(new.cuda_graph_gib, abs=1e-3)
+
+
+def test_tp_splits_weights_and_replicates_kv_heads():
+    s = SPECS["llama-3.1-70b"]
+    w1 = weights_per_gpu(s, 1, 1, 2.0)[0]
+    w4 = weights_per_gpu(s, 4, 1, 2.0)[0]
+    assert w1 / 4 < w4 < w1 / 4 * 1.01  # norms and the rotary cache are replicated
+    assert kv_bytes_per_token_per_layer(s, 8, 2.0) == 2 * 1 * 128 * 2
+    assert kv_bytes_per_token_per_layer(s, 16, 2.0) == 2 * 1 * 128 * 2  # one replica each
+
+
+def test_mla_keeps_one_latent_per_token():
+    s = SPECS["deepseek-v2-lite"]
+    for tp in (1, 2, 4):
+        assert kv_bytes_per_token_per_layer(s, tp, 2.0) == (512 + 64) * 2
+
+
+def test_fp8_kv_cache_doubles_the_tokens():
+    s = SPECS["qwen3-8b"]
+    base = dict(gpu_memory_gib=79.25, gpu_name="H100", max_model_len=32768)
+    bf16 = fit(s, FitRequest(**base), profile())
+    fp8 = fit(s, FitRequest(**base, kv_cache_dtype="fp8"), profile())
+    assert fp8.kv_bytes_per_token * 2 == bf16.kv_bytes_per_token
+    assert abs(fp8.num_blocks - 2 * bf16.num_blocks) <= 1
+
+
+def test_hybrid_sliding_window_groups():
+    s = SPECS["gemma-2-9b"]
+    r = fit(s, FitRequest(gpu_memory_gib=44.5, gpu_name="L40S", max_model_len=8192), profile())
+    assert any("hybrid KV cache: 2 groups" in n for n in r.notes)
+    assert r.kv_cache_tokens == r.num_blocks // 2 * 16
+    full_blocks = 8192 // 16
+    sliding_blocks = math.ceil(min(4096 - 1 + r.max_num_batched_tokens, 8192) / 16) + 1
+    assert r.max_concurrency == pytest.approx(r.num_blocks / (full_blocks + sliding_blocks),
+                                              abs=0.01)
+
+
+def test_not_fitting_is_an_answer_with_advice():
+    s = SPECS["llama-3.1-70b"]
+    r = fit(s, FitRequest(gpu_memory_gib=79.25, gpu_name="H100", max_model_len=8192), profile())
+    assert not r.fits and r.kv_cache_tokens == 0
+    assert "exceed the budget by" in r.notes[0]
+    assert any("--tp 2" in n for n in r.notes)
+    long = fit(SPECS["llama-3.1-8b"], FitRequest(gpu_memory_gib=22.0, gpu_name="L4",
+                                                 max_model_len=131072), profile())
+    assert not long.fits and any("max_model_len of about" in n for n in long.notes)
+
+
+@pytest.mark.parametrize("req,match", [
+    (dict(tp=3), "does not divide"),
+    (dict(gpu_memory_utilization=0.0), r"outside \(0, 1\]"),
+    (dict(gpu_memory_utilization=1.5), r"outside \(0, 1\]"),
+    (dict(max_model_len=10**6), "exceeds"),
+    (dict(pp=100), "exceeds the 32 layers"),
+])
+def test_bad_requests(req, match):
+    base = dict(gpu_memory_gib=80.0, max_model_len=8192)
+    with pytest.raises(UserInputError, match=match):
+        fit(SPECS["llama-3.1-8b"], FitRequest(**{**base, **req}), profile())
+
+
+def test_engine_profiles():
+    assert profile("0.8.5").batch_defaults(80, "H100") == (2048, 256)
+    assert profile("0.11.0").batch_defaults(79.2, "NVIDIA H100") == (8192, 1024)
+    assert profile("0.11.0").batch_defaults(79.2, "NVIDIA A100-SXM4-80GB") == (2048, 256)
+    assert profile("0.11.0").batch_defaults(22, "L4", "llm") == (8192, 256)
+    with pytest.raises(UserInputError):
+        profile("0.6.0")
+    with pytest.raises(UserInputError):
+        profile("latest")
+
+
+models = st.sampled_from(sorted(SPECS))
+
+
+@settings(max_examples=60, deadline=None)
+@given(models, st.floats(16, 200), st.floats(0.5, 0.95), st.floats(0.01, 20))
+def test_more_memory_never_gives_fewer_tokens(alias, mem, util, extra):
+    s = SPECS[alias]
+    ln = min(4096, s.max_position_embeddings or 4096)
+    a = fit(s, FitRequest(gpu_memory_gib=mem, max_model_len=ln, gpu_memory_utilization=util),
+            profile())
+    b = fit(s, FitRequest(gpu_memory_gib=mem + extra, max_model_len=ln,
+                          gpu_memory_utilization=util), profile())
+    c = fit(s, FitRequest(gpu_memory_gib=mem, max_model_len=ln,
+                          gpu_memory_utilization=min(1.0, util + 0.04)), profile())
+    assert b.kv_cache_tokens >= a.kv_cache_tokens and c.kv_cache_tokens >= a.kv_cache_tokens
+    for r in (a, b, c):
+        assert r.kv_cache_tokens >= 0 and r.kv_cache_gib >= 0 and r.max_concurrency >= 0
+        assert r.weights_gib > 0 and r.activation_gib > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(models)
+def test_kv_per_token_never_grows_with_tp(alias):
+    s = SPECS[alias]
+    sizes = [t for t in (1, 2, 4, 8, 16) if s.num_heads % t == 0]
+    per = [kv_bytes_per_token_per_layer(s, t, 2.0) for t in sizes]
+    assert all(b <= a for a, b in zip(per, per[1:], strict=False))
