@@ -5,6 +5,7 @@ The SDK surface. Everything the CLI does is callable from here::
     import advisor
     cat = advisor.load_catalog()
     cat.instance("aws:p5.48xlarge")
+    result, spec, _ = advisor.fit("llama-3-8b", "H100-SXM", max_model_len=8192)
 """
 
 from advisor.catalog import (
@@ -18,6 +19,8 @@ from advisor.catalog import (
 )
 from advisor.catalog import load as load_catalog
 from advisor.catalog import validate as validate_catalog
+from advisor.engine import DEFAULT_VLLM_VERSION, EngineProfile
+from advisor.engine import profile as engine_profile
 from advisor.errors import (
     AdvisorError,
     CatalogError,
@@ -26,24 +29,37 @@ from advisor.errors import (
     OperationError,
     UserInputError,
 )
+from advisor.fitting import fit, model_config, model_spec
+from advisor.llm import ModelSpec, spec_from_config
+from advisor.sizing import FitRequest, MemoryFit
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_VLLM_VERSION",
     "AdvisorError",
     "Catalog",
     "CatalogError",
     "Cpu",
+    "EngineProfile",
+    "FitRequest",
     "Gpu",
     "InstanceType",
+    "MemoryFit",
     "ModelAlias",
     "ModelConfigError",
+    "ModelSpec",
     "NotFoundError",
     "OperationError",
     "Problem",
     "Provenance",
     "UserInputError",
     "__version__",
+    "engine_profile",
+    "fit",
     "load_catalog",
+    "model_config",
+    "model_spec",
+    "spec_from_config",
     "validate_catalog",
 ]

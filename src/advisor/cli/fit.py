@@ -38,7 +38,7 @@ def fit_cmd(
 ) -> None:
     """Size a model on a GPU the way vLLM will: weights, KV cache, concurrency."""
     from advisor.errors import UserInputError
-    from advisor.fit import fit
+    from advisor.fitting import fit
 
     if dtype not in ("auto", "bfloat16", "float16", "float32"):
         raise UserInputError(f"--dtype {dtype!r} is not auto, bfloat16, float16 or float32")
