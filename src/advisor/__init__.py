@@ -29,7 +29,7 @@ from advisor.errors import (
     OperationError,
     UserInputError,
 )
-from advisor.fitting import fit, model_config, model_spec
+from advisor.fitting import estimate, fit, model_config, model_spec, recommend
 from advisor.llm import ModelSpec, spec_from_config
 from advisor.sizing import FitRequest, MemoryFit
 
@@ -56,10 +56,12 @@ __all__ = [
     "UserInputError",
     "__version__",
     "engine_profile",
+    "estimate",
     "fit",
     "load_catalog",
     "model_config",
     "model_spec",
+    "recommend",
     "spec_from_config",
     "validate_catalog",
 ]

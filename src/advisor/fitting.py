@@ -10,8 +10,9 @@ from typing import Any
 from advisor.catalog import Catalog
 from advisor.catalog import load as load_catalog
 from advisor.engine import profile
-from advisor.errors import NotFoundError
+from advisor.errors import NotFoundError, UserInputError
 from advisor.llm import ModelSpec, find_in_hf_cache, read_config_file, spec_from_config
+from advisor.perf import PerfEstimate
 from advisor.sizing import FitRequest, MemoryFit
 from advisor.sizing import fit as _fit
 
@@ -62,3 +63,69 @@ def fit(model: str, gpu: str, *, catalog: Catalog | None = None,
     gid, mem, mem_source = gpu_memory_gib(cat, gpu, gpu_memory_gib_override)
     req = FitRequest(gpu_memory_gib=mem, gpu_name=cat.gpus[gid].name, **request)
     return _fit(spec, req, profile(vllm_version)), spec, mem_source
+
+
+def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurrency: int = 1,
+             tp: int = 1, pp: int = 1, max_model_len: int | None = None,
+             catalog: Catalog | None = None, gpu_memory_gib_override: float | None = None,
+             vllm_version: str | None = None, kv_cache_dtype: str = "auto",
+             quantization: str | None = None) -> tuple[PerfEstimate, MemoryFit]:
+    """TTFT, TPOT and throughput of ``model`` on ``gpu`` (one replica of TP x PP GPUs)."""
+    from advisor.perf import Workload
+    from advisor.perf import estimate as _estimate
+
+    cat = catalog or load_catalog()
+    result, spec, _ = fit(model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib_override,
+                          quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
+                          max_model_len=max_model_len or input_len + output_len,
+                          kv_cache_dtype=kv_cache_dtype)
+    if not result.fits:
+        raise UserInputError(f"{spec.name} does not fit on {tp * pp} x {gpu}: "
+                             f"{result.notes[0] if result.notes else ''}",
+                             hint="try more --tp, a shorter context or a bigger GPU "
+                             "('advisor fit' shows the numbers)")
+    g = cat.gpus[cat.gpu(gpu).id]
+    work = Workload(input_len=input_len, output_len=output_len, concurrency=concurrency)
+    return _estimate(spec, g, result, work), result
+
+
+def default_lengths(ctx: int, input_len: int | None, output_len: int | None) -> tuple[int, int]:
+    """A chat-like workload inside the context: 1024 in, 256 out, scaled down for short ctx."""
+    i = input_len or max(1, min(1024, ctx // 2))
+    o = output_len or max(1, min(256, ctx - i))
+    return i, o
+
+
+def recommend(model: str, ctx: int, *, input_len: int | None = None,
+              output_len: int | None = None, concurrency: int | None = None,
+              objective: str = "cost", providers: list[str] | None = None,
+              regions: list[str] | None = None, gpus: list[str] | None = None,
+              max_usd_per_hour: float | None = None, max_tpot_ms: float | None = None,
+              max_ttft_ms: float | None = None, spot: bool = False,
+              kv_cache_dtype: str = "auto", vllm_version: str | None = None,
+              catalog: Catalog | None = None, top: int | None = None,
+              with_rejected: bool = False) -> Any:
+    """Ranked :class:`~advisor.recommend.Recommendation` objects (best first).
+
+    With ``with_rejected`` returns ``(recommendations, rejections)``. Raises UserInputError when
+    nothing can serve the request, naming the closest misses and the constraints that excluded
+    the rest.
+    """
+    from advisor.recommend import Constraints, Request, explain_empty, rank
+
+    cat = catalog or load_catalog()
+    spec = model_spec(model, cat)
+    i, o = default_lengths(ctx, input_len, output_len)
+    req = Request(ctx=ctx, input_len=i, output_len=o, concurrency=concurrency,
+                  objective=objective, kv_cache_dtype=kv_cache_dtype)  # type: ignore[arg-type]
+    cons = Constraints(providers=providers or [], regions=regions or [], gpus=gpus or [],
+                       max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms,
+                       max_ttft_ms=max_ttft_ms, spot=spot)
+    unknown = [p for p in cons.providers if p not in cat.providers()]
+    if unknown:
+        raise NotFoundError("provider", unknown[0], cat.providers())
+    recs, rejected = rank(cat, spec, req, cons, profile(vllm_version))
+    if not recs and not with_rejected:
+        raise explain_empty(rejected)
+    recs = recs[:top] if top else recs
+    return (recs, rejected) if with_rejected else recs

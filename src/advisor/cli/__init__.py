@@ -21,6 +21,10 @@ _CLICK_FLOW: tuple[type[BaseException], ...] = (
 )
 
 
+_USAGE_ERROR: tuple[type[BaseException], ...] = tuple(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
 class _AdvisorGroup(TyperGroup):
     """Turns every AdvisorError into one line on stderr and its exit code."""
 
@@ -34,6 +38,14 @@ class _AdvisorGroup(TyperGroup):
 
             error(exc.message, exc.hint)
             ctx.exit(exc.exit_code)
+        except _USAGE_ERROR as exc:  # a bad option value: one line, like every other error
+            if _debug(ctx):
+                raise
+            from advisor.cli.output import error
+
+            sub = getattr(getattr(exc, "ctx", None), "command_path", "advisor")
+            error(exc.format_message(), f"see '{sub} --help'")  # type: ignore[attr-defined]
+            ctx.exit(2)
         except _CLICK_FLOW:
             raise
         except KeyboardInterrupt:
@@ -83,10 +95,13 @@ def _root(
 from advisor.cli import catalog as _catalog  # noqa: E402
 from advisor.cli import fit as _fit  # noqa: E402
 from advisor.cli import models as _models  # noqa: E402
+from advisor.cli import recommend as _recommend  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
 app.add_typer(_models.app, name="models")
 app.command("fit")(_fit.fit_cmd)
+app.command("perf")(_recommend.perf_cmd)
+app.command("recommend")(_recommend.recommend_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,160 @@
+"""``advisor perf`` and ``advisor recommend``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from advisor.cli import output as out
+from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.engine import DEFAULT_VLLM_VERSION
+from advisor.errors import UserInputError
+
+Model = Annotated[str, typer.Option("--model", "-m", help="A model alias or a config.json path.")]
+Version = Annotated[str, typer.Option(help="The vLLM release to model.")]
+
+
+def _positive(name: str, value: int | float | None) -> None:
+    if value is not None and value <= 0:
+        raise UserInputError(f"{name} must be positive, not {value}")
+
+
+def perf_cmd(
+    model: Model,
+    gpu: Annotated[str, typer.Option("--gpu", help="A catalog GPU, e.g. H100-SXM.")],
+    input_len: Annotated[int, typer.Option(help="Prompt tokens per request.")],
+    output_len: Annotated[int, typer.Option(help="Generated tokens per request.")],
+    concurrency: Annotated[int, typer.Option(help="Sequences in flight.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel size.")] = 1,
+    max_model_len: Annotated[int | None, typer.Option(
+        help="vLLM's max_model_len; default input + output.")] = None,
+    gpu_memory_gib: Annotated[float | None, typer.Option(help="Total GPU memory, GiB.")] = None,
+    kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
+    vllm_version: Version = DEFAULT_VLLM_VERSION,
+    catalog: CatalogDirs = None,
+    json: JsonFlag = False,
+) -> None:
+    """Estimate TTFT, TPOT and throughput of one replica."""
+    from advisor.fitting import estimate
+
+    for name, v in (("--input-len", input_len), ("--output-len", output_len),
+                    ("--concurrency", concurrency), ("--tp", tp), ("--max-model-len",
+                                                                   max_model_len)):
+        _positive(name, v)
+    cat = catalog_from(catalog)
+    est, fit = estimate(model, gpu, input_len=input_len, output_len=output_len,
+                        concurrency=concurrency, tp=tp, max_model_len=max_model_len,
+                        catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
+                        vllm_version=vllm_version, kv_cache_dtype=kv_cache_dtype)
+    if json:
+        out.emit_json({**est.model_dump(), "fit": fit.model_dump()})
+        return
+    out.pairs(f"{model} on {tp} x {cat.gpu(gpu).id}, {input_len} in / {output_len} out, "
+              f"{est.concurrency} concurrent", [
+                  ("TTFT", out.fmt(est.ttft_ms, " ms")), ("TPOT", out.fmt(est.tpot_ms, " ms")),
+                  ("output tokens/s", out.fmt(est.output_tokens_per_s)),
+                  ("requests/s", out.fmt(est.requests_per_s)),
+                  ("decode is", f"{est.decode_bound}-bound"),
+                  ("KV cache", f"{fit.kv_cache_tokens:,} tokens ({fit.max_concurrency:.1f}x "
+                               f"{fit.max_model_len})")])
+    for n in est.notes:
+        out.line(f"- {n}")
+
+
+def _row(r: Any) -> list[str]:
+    p = r.plan
+    layout = f"{p.replicas}x TP{p.tp}" + (f" PP{p.pp}" if p.pp > 1 else "")
+    return [f"{r.provider}:{r.instance}", out.fmt(r.region), out.fmt(r.usd_per_hour),
+            f"{r.gpu_count}x {r.gpu}", layout, f"{r.fit.max_concurrency:.1f}",
+            f"{r.instance_output_tokens_per_s:,.0f}", out.fmt(r.usd_per_million_output_tokens),
+            r.numa.alignment]
+
+
+def recommend_cmd(
+    model: Model,
+    ctx: Annotated[int, typer.Option("--ctx", "--max-model-len", help="vLLM's max_model_len.")],
+    input_len: Annotated[int | None, typer.Option(
+        help="Prompt tokens per request (default min(1024, ctx/2)).")] = None,
+    output_len: Annotated[int | None, typer.Option(
+        help="Generated tokens per request (default min(256, ctx - input)).")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help="Target sequences per instance (default: as many as fit).")] = None,
+    objective: Annotated[str, typer.Option(help="cost, latency or throughput.")] = "cost",
+    provider: Annotated[list[str] | None, typer.Option(help="Only this provider (repeatable).")]
+    = None,
+    region: Annotated[list[str] | None, typer.Option(help="Only this region (repeatable).")]
+    = None,
+    gpu: Annotated[list[str] | None, typer.Option(help="Only this GPU or family (repeatable).")]
+    = None,
+    max_usd_per_hour: Annotated[float | None, typer.Option(help="Price ceiling, $/h.")] = None,
+    max_tpot_ms: Annotated[float | None, typer.Option(help="Latency limit per output token.")]
+    = None,
+    max_ttft_ms: Annotated[float | None, typer.Option(help="Time-to-first-token limit.")] = None,
+    spot: Annotated[bool, typer.Option(help="Rank by spot prices.")] = False,
+    kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
+    top: Annotated[int, typer.Option(help="How many picks to show.")] = 5,
+    show_rejected: Annotated[bool, typer.Option(help="List excluded instances and why.")]
+    = False,
+    vllm_version: Version = DEFAULT_VLLM_VERSION,
+    catalog: CatalogDirs = None,
+    json: JsonFlag = False,
+) -> None:
+    """Rank instances for a model and context: layout, throughput, $ per million tokens."""
+    from advisor.fitting import default_lengths, recommend
+
+    for name, v in (("--ctx", ctx), ("--input-len", input_len), ("--output-len", output_len),
+                    ("--concurrency", concurrency), ("--top", top),
+                    ("--max-usd-per-hour", max_usd_per_hour), ("--max-tpot-ms", max_tpot_ms),
+                    ("--max-ttft-ms", max_ttft_ms)):
+        _positive(name, v)
+    if objective not in ("cost", "latency", "throughput"):
+        raise UserInputError(f"--objective {objective!r} is not cost, latency or throughput")
+    if kv_cache_dtype not in ("auto", "fp8"):
+        raise UserInputError(f"--kv-cache-dtype {kv_cache_dtype!r} is not auto or fp8")
+    cat = catalog_from(catalog)
+    recs, rejected = recommend(
+        model, ctx, input_len=input_len, output_len=output_len, concurrency=concurrency,
+        objective=objective, providers=provider, regions=region, gpus=gpu,
+        max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
+        spot=spot, kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=cat,
+        with_rejected=True)
+    if not recs:
+        from advisor.recommend import explain_empty
+
+        if show_rejected and not json:
+            _rejected_table(rejected)
+        raise explain_empty(rejected)
+    picks = recs[:top]
+    if json:
+        body: Any = [_json(r) for r in picks]
+        if show_rejected:
+            body = {"recommendations": body,
+                    "rejected": [r.model_dump() for r in rejected]}
+        out.emit_json(body)
+        return
+    i, o = default_lengths(ctx, input_len, output_len)
+    out.table(["instance", "region", "$/h", "GPUs", "layout", "conc@ctx", "tok/s", "$/1M out",
+               "NUMA"], (_row(r) for r in picks),
+              title=f"{model}, ctx {ctx}, {i} in / {o} out, objective {objective}",
+              caption=f"{len(recs)} of {len(recs) + len(rejected)} instance types can serve it; "
+                      "tok/s and $/1M at the concurrency that minimises cost")
+    best = picks[0]
+    out.line(f"Why {best.provider}:{best.instance}:")
+    for reason in best.reasons:
+        out.line(f"  + {reason}")
+    for risk in best.risks:
+        out.line(f"  ! {risk}")
+    if show_rejected:
+        _rejected_table(rejected)
+
+
+def _rejected_table(rejected: list[Any]) -> None:
+    out.table(["instance", "why not"], ([f"{r.provider}:{r.instance}", r.reason]
+                                        for r in rejected), title="rejected")
+
+
+def _json(r: Any) -> dict[str, Any]:
+    d = r.model_dump()
+    d["plan"]["replica_layout"] = d["plan"].pop("replica_layout")
+    return d

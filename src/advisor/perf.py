@@ -1,0 +1,147 @@
+"""Latency and throughput: a roofline with calibrated efficiencies. Pure functions.
+
+A decode step reads every weight once (MoE: the experts the batch touches) and each sequence's
+KV cache, so it is memory-bound until the batch's FLOPs catch up; a prefill is compute-bound
+once it has enough tokens. Tensor parallelism adds two all-reduces per layer. vLLM adds a fixed
+per-step overhead. The efficiencies in :data:`CALIBRATION` were fitted to the published
+measurements in ``benchmarks/perf/measurements.yaml`` (see their sources there).
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.catalog.schema import Gpu
+from advisor.errors import UserInputError
+from advisor.llm import DTYPE_BYTES, ModelSpec
+from advisor.sizing import MemoryFit
+
+#: efficiency factors and overheads; see benchmarks/perf/measurements.yaml for the fit
+CALIBRATION = {
+    "memory_efficiency": 0.80,      # achieved / datasheet HBM bandwidth in a decode step
+    "compute_efficiency": 0.65,     # achieved / datasheet dense BF16 tensor throughput
+    "step_overhead_ms": 2.0,        # scheduler, sampler and launch cost per engine step
+    "allreduce_latency_us": {"nvlink": 8.0, "infinity-fabric": 10.0, "pcie": 25.0},
+    "pcie_gb_s": {3: 12.0, 4: 25.0, 5: 50.0},  # achieved per-direction all-reduce bandwidth
+}
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    input_len: int = Field(gt=0)
+    output_len: int = Field(gt=0)
+    concurrency: int = Field(default=1, gt=0)
+
+
+class PerfEstimate(BaseModel):
+    """What one replica delivers. Times in ms, throughput over all its sequences."""
+
+    model_config = ConfigDict(frozen=True)
+    ttft_ms: float
+    tpot_ms: float
+    output_tokens_per_s: float
+    requests_per_s: float
+    concurrency: int
+    decode_bound: str
+    e2e_latency_ms: float
+    notes: list[str]
+
+
+def _peak_tflops(gpu: Gpu, dtype_bytes: float, fp8: bool) -> float:
+    if fp8 and gpu.fp8_tflops:
+        return gpu.fp8_tflops
+    value = gpu.bf16_tflops or gpu.fp16_tflops
+    if value is None:
+        raise UserInputError(f"the catalog has no tensor throughput for {gpu.id}",
+                             hint="add bf16_tflops to its gpus.yaml entry (--catalog DIR)")
+    return value
+
+
+def _link(gpu: Gpu, tp: int) -> tuple[float, float]:
+    """(all-reduce latency s, bandwidth bytes/s) between the GPUs of one replica."""
+    ic = gpu.interconnect
+    kind = ic.kind if ic else "pcie"
+    lat = CALIBRATION["allreduce_latency_us"].get(kind, 25.0) * 1e-6  # type: ignore[union-attr]
+    if ic and ic.kind != "pcie" and ic.bandwidth_gb_s:
+        bw = ic.bandwidth_gb_s / 2 * 1e9  # per direction
+    else:
+        bw = CALIBRATION["pcie_gb_s"].get(gpu.pcie_gen or 4, 25.0) * 1e9  # type: ignore[union-attr]
+    return lat, bw
+
+
+def _allreduce_s(spec: ModelSpec, gpu: Gpu, tp: int, tokens: int, act_b: float) -> float:
+    if tp == 1:
+        return 0.0
+    lat, bw = _link(gpu, tp)
+    payload = tokens * spec.hidden_size * act_b * 2 * (tp - 1) / tp  # ring all-reduce
+    return 2 * spec.num_layers * (lat + payload / bw)
+
+
+def _weight_bytes_read(spec: ModelSpec, fit: MemoryFit, batch: int) -> float:
+    """Weights one decode step reads per GPU: MoE reads only the experts the batch routes to."""
+    total = fit.weights_gib * 2**30
+    if spec.moe is None:
+        return total
+    m = spec.moe
+    experts_share = spec.param_counts()["experts"] / max(spec.param_counts()["total"], 1)
+    touched = min(1.0, 1 - (1 - m.experts_per_token / m.num_experts) ** batch)
+    return total * (1 - experts_share) + total * experts_share * touched
+
+
+def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context: float) -> float:
+    act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
+    bw = (gpu.memory_bandwidth_gb_s or 0) * 1e9 * CALIBRATION["memory_efficiency"]  # type: ignore[operator]
+    if bw <= 0:
+        raise UserInputError(f"the catalog has no memory bandwidth for {gpu.id}",
+                             hint="add memory_bandwidth_gb_s to its gpus.yaml entry")
+    mem = (_weight_bytes_read(spec, fit, batch) + batch * context * fit.kv_bytes_per_token) / bw
+    flops = 2 * spec.param_counts()["active"] * batch / fit.tp
+    peak = _peak_tflops(gpu, act_b, spec.quantization is not None and
+                        spec.quantization.method.startswith("fp8")) * 1e12
+    comp = flops / (peak * CALIBRATION["compute_efficiency"])  # type: ignore[operator]
+    return max(mem, comp) + _allreduce_s(spec, gpu, fit.tp, batch, act_b) \
+        + CALIBRATION["step_overhead_ms"] / 1000  # type: ignore[operator]
+
+
+def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int) -> float:
+    act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
+    fp8 = spec.quantization is not None and spec.quantization.method.startswith("fp8")
+    peak = _peak_tflops(gpu, act_b, fp8) * 1e12 * CALIBRATION["compute_efficiency"]  # type: ignore[operator]
+    linear = 2 * spec.param_counts()["active"] * tokens / fit.tp
+    attn = 2 * spec.num_layers * tokens * tokens * spec.num_heads * spec.head_dim / fit.tp
+    chunk = max(1, fit.max_num_batched_tokens)
+    steps = math.ceil(tokens / chunk)
+    bw = (gpu.memory_bandwidth_gb_s or 1) * 1e9 * CALIBRATION["memory_efficiency"]  # type: ignore[operator]
+    weights = fit.weights_gib * 2**30 / bw * steps  # each chunk reads the weights once
+    return max((linear + attn) / peak, weights) + steps * (
+        _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b)
+        + CALIBRATION["step_overhead_ms"] / 1000)  # type: ignore[operator]
+
+
+def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload) -> PerfEstimate:
+    """TTFT, TPOT and throughput of one replica at ``workload.concurrency`` sequences."""
+    notes: list[str] = []
+    c = workload.concurrency
+    if fit.max_concurrency and c > fit.max_concurrency * fit.max_model_len / max(
+            1, workload.input_len + workload.output_len):
+        notes.append("the KV cache cannot hold this many sequences at once: vLLM will queue")
+    c = min(c, fit.max_num_seqs)
+    ctx = workload.input_len + workload.output_len / 2
+    step = decode_step_s(spec, gpu, fit, c, ctx)
+    pre = prefill_s(spec, gpu, fit, workload.input_len)
+    # in steady state every request's prefill is interleaved with the others' decode steps
+    tpot = step + pre * (c - 1) / workload.output_len if c > 1 else step
+    ttft = pre + (step if c > 1 else 0.0)
+    e2e = ttft + tpot * (workload.output_len - 1)
+    out_tps = c * workload.output_len / e2e
+    mem_bound = (_weight_bytes_read(spec, fit, c) + c * ctx * fit.kv_bytes_per_token)
+    bound = "memory" if mem_bound / ((gpu.memory_bandwidth_gb_s or 1) * 1e9) * 1.0 >= (
+        2 * spec.param_counts()["active"] * c / fit.tp
+        / (_peak_tflops(gpu, 2.0, False) * 1e12)) else "compute"
+    return PerfEstimate(ttft_ms=round(ttft * 1000, 2), tpot_ms=round(tpot * 1000, 3),
+                        output_tokens_per_s=round(out_tps, 2),
+                        requests_per_s=round(out_tps / workload.output_len, 4),
+                        concurrency=c, decode_bound=bound, e2e_latency_ms=round(e2e * 1000, 1),
+                        notes=notes)

@@ -1,0 +1,88 @@
+"""Layouts of a model on one instance: TP, PP, replicas, and where each replica sits. Pure.
+
+Every TP size that divides the attention heads and the GPU count is a candidate; PP is added
+only when one TP group of all the GPUs is the only way (the caller decides by fitting). Each
+replica takes consecutive GPUs; it is NUMA-aligned when the catalog puts all of them on one
+node, spans nodes when it does not, and unknown when the catalog does not say.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from advisor.catalog.model import Catalog
+from advisor.catalog.schema import InstanceType
+from advisor.llm import ModelSpec
+
+Alignment = Literal["aligned", "spans-nodes", "unknown"]
+
+
+class Replica(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    gpus: list[int]
+    numa_nodes: list[int] | None
+    alignment: Alignment
+    vcpus: int
+    #: the replica's share of host memory bandwidth, GB/s (None: the catalog does not know)
+    host_memory_bandwidth_gb_s: float | None
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    tp: int
+    pp: int
+    replicas: int
+    replica_layout: list[Replica]
+
+    @property
+    def alignment(self) -> Alignment:
+        kinds = {r.alignment for r in self.replica_layout}
+        if "spans-nodes" in kinds:
+            return "spans-nodes"
+        return "unknown" if "unknown" in kinds else "aligned"
+
+
+def tp_sizes(spec: ModelSpec, gpus: int) -> list[int]:
+    return [t for t in range(1, gpus + 1)
+            if gpus % t == 0 and spec.num_heads % t == 0 and t & (t - 1) == 0]
+
+
+def layouts(spec: ModelSpec, inst: InstanceType, catalog: Catalog,
+            with_pp: bool = False) -> list[Plan]:
+    """Every TP x PP x replicas layout of ``spec`` on ``inst`` (PP only with ``with_pp``)."""
+    n = inst.gpu.count
+    out = []
+    for tp in tp_sizes(spec, n):
+        pps = [1]
+        if with_pp and tp * 2 <= n:
+            pps += [p for p in (2, 4, 8) if tp * p <= n and n % (tp * p) == 0
+                    and p <= spec.num_layers]
+        for pp in pps:
+            out.append(place(inst, catalog, tp, pp))
+    return out
+
+
+def place(inst: InstanceType, catalog: Catalog, tp: int, pp: int) -> Plan:
+    n = inst.gpu.count
+    size = tp * pp
+    replicas = n // size
+    nodes = inst.numa.gpu_nodes
+    cpu = catalog.cpus.get(inst.cpu.model) if inst.cpu.model else None
+    sockets = inst.cpu.sockets or (1 if n == 1 else None)
+    bw_total = (cpu.memory_bandwidth_gb_s_per_socket * sockets
+                if cpu and cpu.memory_bandwidth_gb_s_per_socket and sockets else None)
+    layout = []
+    for r in range(replicas):
+        gpus = list(range(r * size, (r + 1) * size))
+        if nodes is None or any(nodes[g] is None for g in gpus):
+            rn, align = None, "unknown"
+        else:
+            rn = sorted({nodes[g] for g in gpus if nodes[g] is not None})  # type: ignore[misc]
+            align = "aligned" if len(rn) == 1 else "spans-nodes"
+        layout.append(Replica(gpus=gpus, numa_nodes=rn, alignment=align,  # type: ignore[arg-type]
+                              vcpus=inst.vcpus // replicas,
+                              host_memory_bandwidth_gb_s=round(bw_total / replicas, 1)
+                              if bw_total else None))
+    return Plan(tp=tp, pp=pp, replicas=replicas, replica_layout=layout)
