@@ -117,7 +117,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
     spec = model_spec(model, cat)
     i, o = default_lengths(ctx, input_len, output_len)
     req = Request(ctx=ctx, input_len=i, output_len=o, concurrency=concurrency,
-                  objective=objective, kv_cache_dtype=kv_cache_dtype)  # type: ignore[arg-type]
+                  objective=objective, kv_cache_dtype=kv_cache_dtype)
     cons = Constraints(providers=providers or [], regions=regions or [], gpus=gpus or [],
                        max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms,
                        max_ttft_ms=max_ttft_ms, spot=spot)

@@ -18,14 +18,19 @@ from advisor.errors import UserInputError
 from advisor.llm import DTYPE_BYTES, ModelSpec
 from advisor.sizing import MemoryFit
 
-#: efficiency factors and overheads; see benchmarks/perf/measurements.yaml for the fit
-CALIBRATION = {
-    "memory_efficiency": 0.80,      # achieved / datasheet HBM bandwidth in a decode step
-    "compute_efficiency": 0.65,     # achieved / datasheet dense BF16 tensor throughput
-    "step_overhead_ms": 2.0,        # scheduler, sampler and launch cost per engine step
-    "allreduce_latency_us": {"nvlink": 8.0, "infinity-fabric": 10.0, "pcie": 25.0},
-    "pcie_gb_s": {3: 12.0, 4: 25.0, 5: 50.0},  # achieved per-direction all-reduce bandwidth
-}
+# Efficiency factors and overheads; see benchmarks/perf/measurements.yaml for the fit.
+#: achieved / datasheet HBM bandwidth in a decode step
+MEMORY_EFFICIENCY = 0.80
+#: achieved / datasheet dense BF16 (or FP8) tensor throughput in a prefill
+COMPUTE_EFFICIENCY = 0.65
+#: scheduler, sampler and launch cost per engine step
+STEP_OVERHEAD_S = 0.002
+#: latency of one all-reduce between the GPUs of a replica, by interconnect
+ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 10e-6, "pcie": 25e-6}
+#: achieved per-direction all-reduce bandwidth over PCIe, by generation, bytes/s
+PCIE_BYTES_S = {3: 12e9, 4: 25e9, 5: 50e9}
+CALIBRATION = {"memory_efficiency": MEMORY_EFFICIENCY, "compute_efficiency": COMPUTE_EFFICIENCY,
+               "step_overhead_s": STEP_OVERHEAD_S}
 
 
 class Workload(BaseModel):
@@ -63,11 +68,11 @@ def _link(gpu: Gpu, tp: int) -> tuple[float, float]:
     """(all-reduce latency s, bandwidth bytes/s) between the GPUs of one replica."""
     ic = gpu.interconnect
     kind = ic.kind if ic else "pcie"
-    lat = CALIBRATION["allreduce_latency_us"].get(kind, 25.0) * 1e-6  # type: ignore[union-attr]
+    lat = ALLREDUCE_LATENCY_S.get(kind, 25e-6)
     if ic and ic.kind != "pcie" and ic.bandwidth_gb_s:
         bw = ic.bandwidth_gb_s / 2 * 1e9  # per direction
     else:
-        bw = CALIBRATION["pcie_gb_s"].get(gpu.pcie_gen or 4, 25.0) * 1e9  # type: ignore[union-attr]
+        bw = PCIE_BYTES_S.get(gpu.pcie_gen or 4, 25e9)
     return lat, bw
 
 
@@ -92,7 +97,7 @@ def _weight_bytes_read(spec: ModelSpec, fit: MemoryFit, batch: int) -> float:
 
 def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context: float) -> float:
     act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
-    bw = (gpu.memory_bandwidth_gb_s or 0) * 1e9 * CALIBRATION["memory_efficiency"]  # type: ignore[operator]
+    bw = (gpu.memory_bandwidth_gb_s or 0) * 1e9 * MEMORY_EFFICIENCY
     if bw <= 0:
         raise UserInputError(f"the catalog has no memory bandwidth for {gpu.id}",
                              hint="add memory_bandwidth_gb_s to its gpus.yaml entry")
@@ -100,24 +105,22 @@ def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context
     flops = 2 * spec.param_counts()["active"] * batch / fit.tp
     peak = _peak_tflops(gpu, act_b, spec.quantization is not None and
                         spec.quantization.method.startswith("fp8")) * 1e12
-    comp = flops / (peak * CALIBRATION["compute_efficiency"])  # type: ignore[operator]
-    return max(mem, comp) + _allreduce_s(spec, gpu, fit.tp, batch, act_b) \
-        + CALIBRATION["step_overhead_ms"] / 1000  # type: ignore[operator]
+    comp = flops / (peak * COMPUTE_EFFICIENCY)
+    return max(mem, comp) + _allreduce_s(spec, gpu, fit.tp, batch, act_b) + STEP_OVERHEAD_S
 
 
 def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int) -> float:
     act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
     fp8 = spec.quantization is not None and spec.quantization.method.startswith("fp8")
-    peak = _peak_tflops(gpu, act_b, fp8) * 1e12 * CALIBRATION["compute_efficiency"]  # type: ignore[operator]
+    peak = _peak_tflops(gpu, act_b, fp8) * 1e12 * COMPUTE_EFFICIENCY
     linear = 2 * spec.param_counts()["active"] * tokens / fit.tp
     attn = 2 * spec.num_layers * tokens * tokens * spec.num_heads * spec.head_dim / fit.tp
     chunk = max(1, fit.max_num_batched_tokens)
     steps = math.ceil(tokens / chunk)
-    bw = (gpu.memory_bandwidth_gb_s or 1) * 1e9 * CALIBRATION["memory_efficiency"]  # type: ignore[operator]
+    bw = (gpu.memory_bandwidth_gb_s or 1) * 1e9 * MEMORY_EFFICIENCY
     weights = fit.weights_gib * 2**30 / bw * steps  # each chunk reads the weights once
     return max((linear + attn) / peak, weights) + steps * (
-        _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b)
-        + CALIBRATION["step_overhead_ms"] / 1000)  # type: ignore[operator]
+        _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b) + STEP_OVERHEAD_S)
 
 
 def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload) -> PerfEstimate:

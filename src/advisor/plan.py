@@ -76,12 +76,14 @@ def place(inst: InstanceType, catalog: Catalog, tp: int, pp: int) -> Plan:
     layout = []
     for r in range(replicas):
         gpus = list(range(r * size, (r + 1) * size))
+        rn: list[int] | None
+        align: Alignment
         if nodes is None or any(nodes[g] is None for g in gpus):
             rn, align = None, "unknown"
         else:
-            rn = sorted({nodes[g] for g in gpus if nodes[g] is not None})  # type: ignore[misc]
+            rn = sorted({node for g in gpus if (node := nodes[g]) is not None})
             align = "aligned" if len(rn) == 1 else "spans-nodes"
-        layout.append(Replica(gpus=gpus, numa_nodes=rn, alignment=align,  # type: ignore[arg-type]
+        layout.append(Replica(gpus=gpus, numa_nodes=rn, alignment=align,
                               vcpus=inst.vcpus // replicas,
                               host_memory_bandwidth_gb_s=round(bw_total / replicas, 1)
                               if bw_total else None))

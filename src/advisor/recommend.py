@@ -143,7 +143,8 @@ class _Ranker:
         """(what excluded it, why) or None when the offer passes every filter."""
         c = self.cons
         if c.providers and inst.provider not in c.providers:
-            return "--provider", f"provider {inst.provider} not in --provider {','.join(c.providers)}"
+            return "--provider", (f"provider {inst.provider} not in --provider "
+                                  f"{','.join(c.providers)}")
         if c.regions and not (set(c.regions) & set(inst.regions or [inst.price.region or ""])):
             return "--region", f"not offered in {','.join(c.regions)}"
         if self.gpu_ids is not None and inst.gpu.model not in self.gpu_ids:
