@@ -105,13 +105,13 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
               kv_cache_dtype: str = "auto", vllm_version: str | None = None,
               catalog: Catalog | None = None, top: int | None = None,
               with_rejected: bool = False) -> Any:
-    """Ranked :class:`~advisor.recommend.Recommendation` objects (best first).
+    """Ranked :class:`~advisor.ranking.Recommendation` objects (best first).
 
     With ``with_rejected`` returns ``(recommendations, rejections)``. Raises UserInputError when
     nothing can serve the request, naming the closest misses and the constraints that excluded
     the rest.
     """
-    from advisor.recommend import Constraints, Request, explain_empty, rank
+    from advisor.ranking import Constraints, Request, explain_empty, rank
 
     cat = catalog or load_catalog()
     spec = model_spec(model, cat)

@@ -120,7 +120,7 @@ def recommend_cmd(
         spot=spot, kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=cat,
         with_rejected=True)
     if not recs:
-        from advisor.recommend import explain_empty
+        from advisor.ranking import explain_empty
 
         if show_rejected and not json:
             _rejected_table(rejected)

@@ -1,0 +1,99 @@
+"""Ranking: constraints, objectives, the NUMA weight, and the answer when nothing is left."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import advisor
+from advisor import UserInputError
+
+CAT = advisor.load_catalog()
+
+
+@pytest.fixture(scope="module")
+def default():
+    return advisor.recommend("llama-3-8b", 8192, with_rejected=True)
+
+
+def test_default_ranking_is_sorted_and_consistent(default):
+    recs, rejected = default
+    assert len(recs) + len(rejected) == len(CAT.instances)
+    assert [r.score for r in recs] == sorted(r.score for r in recs)
+    for r in recs:
+        assert r.fit.fits and r.fit.max_concurrency >= 1
+        assert r.usd_per_million_output_tokens == pytest.approx(
+            r.usd_per_hour / (r.instance_output_tokens_per_s * 3600) * 1e6, rel=1e-3)
+        assert r.plan.tp * r.plan.pp * r.plan.replicas == r.gpu_count
+        assert r.numa.alignment in ("aligned", "spans-nodes", "unknown") and r.reasons
+    json.loads(recs[0].model_dump_json())
+
+
+def test_rejections_say_why(default):
+    _, rejected = default
+    by = {r.by for r in rejected}
+    assert "does not fit" in by  # T4s cannot hold an 8k context with the 8B model's weights
+    assert all(r.reason for r in rejected)
+
+
+def test_constraints_filter():
+    recs = advisor.recommend("llama-3-8b", 8192, providers=["azure"], gpus=["A100"],
+                             max_usd_per_hour=20)
+    assert recs and {r.provider for r in recs} == {"azure"}
+    assert all(r.gpu.startswith("A100") and r.usd_per_hour <= 20 for r in recs)
+    spot = advisor.recommend("llama-3-8b", 8192, providers=["aws"], spot=True)
+    assert all(r.price_kind == "spot" for r in spot)
+    assert all(r.usd_per_hour == CAT.instance(f"aws:{r.instance}").price.spot_usd_per_hour
+               for r in spot)
+
+
+def test_latency_limit_and_objective():
+    limited = advisor.recommend("llama-3-8b", 8192, max_tpot_ms=20)
+    assert all(r.perf.tpot_ms <= 20 for r in limited)
+    fastest = advisor.recommend("llama-3-8b", 8192, objective="latency")[0]
+    cheapest = advisor.recommend("llama-3-8b", 8192)[0]
+    assert fastest.perf.tpot_ms <= cheapest.perf.tpot_ms
+
+
+def test_numa_alignment_enters_the_score_with_its_stated_weight(make_catalog):
+    box = """
+        provider: onprem
+        instances:
+          - name: {name}
+            vcpus: 64
+            memory_gib: 512
+            gpu: {{model: L40S, count: 2}}
+            numa: {numa}
+            price: {{on_demand_usd_per_hour: 2.0, region: lab, as_of: 2026-11-30}}
+            sources: {{default: {{source: "our own nvidia-smi topo -m", as_of: 2026-11-30}}}}
+    """
+    d = make_catalog({
+        "instances/a.yaml": textwrap.dedent(box.format(name="known",
+                                                       numa="{nodes: 1, gpu_nodes: [0, 0]}")),
+        "instances/b.yaml": textwrap.dedent(box.format(name="unknown", numa="{}")),
+    })
+    cat = advisor.load_catalog([d])
+    recs = advisor.recommend("llama-3-8b", 8192, providers=["onprem"], catalog=cat,
+                             concurrency=8)
+    by_name = {r.instance: r for r in recs}
+    known, unknown = by_name["known"], by_name["unknown"]
+    assert known.numa.alignment == "aligned" and unknown.numa.alignment == "unknown"
+    assert known.usd_per_million_output_tokens == unknown.usd_per_million_output_tokens
+    assert unknown.score / known.score == pytest.approx(1.05 / 1.0, rel=1e-4)
+    assert recs[0].instance == "known"
+    assert any("share NUMA node" in r for r in known.reasons)
+    assert any("not published" in r for r in unknown.risks)
+
+
+def test_nothing_fits_names_the_closest_misses():
+    with pytest.raises(UserInputError) as err:
+        advisor.recommend("llama-3.1-405b", 131072, gpus=["L4"])
+    assert "closest: aws:g6.48xlarge" in err.value.message
+    assert "excluded by --gpu" in err.value.message
+
+
+def test_lengths_must_fit_the_context():
+    with pytest.raises(UserInputError, match="exceed --ctx"):
+        advisor.recommend("llama-3-8b", 1024, input_len=1000, output_len=100)
