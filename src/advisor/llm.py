@@ -11,6 +11,7 @@ experts, shared experts), two norms; plus embeddings, the final norm and an unti
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -158,6 +159,9 @@ class ModelSpec(BaseModel):
 
     def param_counts(self) -> dict[str, int]:
         """Total and active-per-token parameters, and how many sit in MoE experts."""
+        return dict(_param_counts(self))
+
+    def _count(self) -> tuple[tuple[str, int], ...]:
         total = active = experts_total = 0
         norms = 2 * self.hidden_size
         for i in range(self.num_layers):
@@ -173,8 +177,14 @@ class ModelSpec(BaseModel):
                 total += layer
                 active += layer
         emb = self.embedding_params() + self.hidden_size
-        return {"total": total + emb, "active": active + emb, "experts": experts_total,
-                "embeddings": emb}
+        return (("total", total + emb), ("active", active + emb), ("experts", experts_total),
+                ("embeddings", emb))
+
+
+@functools.lru_cache(maxsize=256)
+def _param_counts(spec: ModelSpec) -> tuple[tuple[str, int], ...]:
+    """Parameter counts are asked for in every perf estimate; a spec is frozen, so cache them."""
+    return spec._count()
 
 
 def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:

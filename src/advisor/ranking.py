@@ -194,7 +194,7 @@ class _Ranker:
                                    reason=f"does not fit at ctx {self.req.ctx} with any layout "
                                    f"of {inst.gpu.count} x {inst.gpu.model}: {note}",
                                    shortfall=round(short(best), 2) if best else None)
-        candidates: list[tuple[float, Recommendation]] = []
+        candidates: list[tuple[float, Plan, MemoryFit, PerfEstimate]] = []
         limit_miss = ""
         for plan, f in fitting_ok:
             for c in self.concurrency_options(f, plan.replicas):
@@ -205,25 +205,23 @@ class _Ranker:
                 if self.cons.max_ttft_ms and perf.ttft_ms > self.cons.max_ttft_ms:
                     limit_miss = f"TTFT {perf.ttft_ms:.0f} ms > --max-ttft-ms at concurrency {c}"
                     continue
-                rec = self.recommendation(inst, usd, plan, f, perf)
-                candidates.append((rec.score, rec))
+                candidates.append((self.score(inst, usd, plan, perf)[0], plan, f, perf))
         if not candidates:
             return None, Rejection(provider=inst.provider, instance=inst.name,
                                    by="--max-tpot-ms" if "TPOT" in limit_miss else "--max-ttft-ms",
                                    reason=limit_miss or "no layout meets the latency limits")
-        return min(candidates, key=lambda x: x[0])[1], Rejection(
+        _, plan, f, perf = min(candidates, key=lambda x: x[0])
+        return self.recommendation(inst, usd, plan, f, perf), Rejection(
             provider=inst.provider, instance=inst.name, reason="")
 
-    def recommendation(self, inst: InstanceType, usd: float, plan: Plan, f: MemoryFit,
-                       perf: PerfEstimate) -> Recommendation:
+    def score(self, inst: InstanceType, usd: float, plan: Plan,
+              perf: PerfEstimate) -> tuple[float, float, list[str], list[str]]:
+        """(score, $ per million output tokens, reasons, risks) from the stated weights."""
         tps = perf.output_tokens_per_s * plan.replicas
         usd_m = usd / (tps * 3600) * 1e6 if tps > 0 else math.inf
-        cpu = self.cat.cpus.get(inst.cpu.model) if inst.cpu.model else None
-        view = self.cat.describe(inst)
-        codename = view["cpu"]["codename"]
         penalty = NUMA_PENALTY[plan.alignment]
-        risks: list[str] = []
         reasons: list[str] = []
+        risks: list[str] = []
         bw = plan.replica_layout[0].host_memory_bandwidth_gb_s
         per_gpu = bw / (plan.tp * plan.pp) if bw else None
         if per_gpu is None:
@@ -232,14 +230,25 @@ class _Ranker:
         elif per_gpu < 25:
             penalty += 0.03
             risks.append(f"only {per_gpu:.0f} GB/s of host memory bandwidth per GPU")
+        codename = self._codename(inst)
         if codename is None:
             penalty += 0.01
         elif codename.lower() in OLD_CPU_CODENAMES:
             penalty += 0.02
             reasons.append(f"host CPU is an older generation ({codename})")
         base = {"cost": usd_m, "latency": perf.tpot_ms, "throughput": 1e6 / max(tps, 1e-9)}
-        score = base[self.req.objective] * (1 + penalty)
+        return base[self.req.objective] * (1 + penalty), usd_m, reasons, risks
 
+    def _codename(self, inst: InstanceType) -> str | None:
+        cpu = self.cat.cpus.get(inst.cpu.model) if inst.cpu.model else None
+        return cpu.codename if cpu else inst.cpu.codename
+
+    def recommendation(self, inst: InstanceType, usd: float, plan: Plan, f: MemoryFit,
+                       perf: PerfEstimate) -> Recommendation:
+        tps = perf.output_tokens_per_s * plan.replicas
+        score, usd_m, reasons, risks = self.score(inst, usd, plan, perf)
+        cpu = self.cat.cpus.get(inst.cpu.model) if inst.cpu.model else None
+        family = cpu.family if cpu else self.cat.family_of_codename(inst.cpu.codename)
         per_replica_seqs = f.kv_cache_tokens // (self.req.ctx)
         reasons.insert(0, f"fits {f.max_concurrency:.1f} concurrent {self.req.ctx}-token "
                        f"sequences per replica ({per_replica_seqs} full-length at once)")
@@ -271,7 +280,7 @@ class _Ranker:
             usd_per_million_output_tokens=round(usd_m, 4),
             numa=NumaView(alignment=plan.alignment, gpu_nodes=inst.numa.gpu_nodes,
                           nodes=inst.numa.nodes),
-            cpu_family=cpu.family if cpu else view["cpu"]["family"],
+            cpu_family=family,
             score=round(score, 6), reasons=reasons, risks=risks)
 
 

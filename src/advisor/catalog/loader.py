@@ -22,7 +22,6 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +76,7 @@ class _Collected:
 
 def bundled_dir() -> Path:
     """The catalog shipped with advisor (in the wheel, or at the repo root when editable)."""
-    packaged = resources.files("advisor") / "_data" / "catalogs"
-    path = Path(str(packaged))
+    path = Path(__file__).resolve().parents[1] / "_data" / "catalogs"  # inside the wheel
     if path.is_dir():
         return path
     repo = Path(__file__).resolve().parents[3] / "catalogs"

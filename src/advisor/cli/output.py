@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:  # rich is imported on first use: --json output never pays for it
+    from rich.console import Console
 
-#: a terminal gets its own width; a pipe or file gets wide lines rather than folded cells
-_out = Console(highlight=False, soft_wrap=False,
-               width=None if sys.stdout.isatty() else 200)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+@cache
+def _consoles() -> tuple[Console, Console]:
+    from rich.console import Console
+
+    # a terminal gets its own width; a pipe or file gets wide lines rather than folded cells
+    out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    return out, Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(obj: Any) -> None:
@@ -35,25 +40,29 @@ def fmt(value: Any, unit: str = "") -> str:
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,
           caption: str | None = None) -> None:
+    from rich.table import Table
+
     t = Table(title=title, caption=caption, show_lines=False, header_style="bold")
     for i, c in enumerate(columns):
         t.add_column(c, overflow="fold", no_wrap=i == 0)
     for r in rows:
         t.add_row(*(str(x) for x in r))
-    _out.print(t)
+    _consoles()[0].print(t)
 
 
 def pairs(title: str, items: Iterable[tuple[str, Any]]) -> None:
+    from rich.table import Table
+
     t = Table(title=title, show_header=False, box=None, pad_edge=False)
     t.add_column("field", style="bold")
     t.add_column("value", overflow="fold")
     for k, v in items:
         t.add_row(k, str(v))
-    _out.print(t)
+    _consoles()[0].print(t)
 
 
 def line(text: str = "") -> None:
-    _out.print(text, markup=False, soft_wrap=True)
+    _consoles()[0].print(text, markup=False, soft_wrap=True)
 
 
 def error(message: str, hint: str | None = None) -> None:
@@ -61,4 +70,4 @@ def error(message: str, hint: str | None = None) -> None:
     text = " ".join(f"error: {message}".split())  # a message never spans lines
     if hint:
         text += " — hint: " + " ".join(hint.split())
-    _err.print(text, markup=False, soft_wrap=True)
+    _consoles()[1].print(text, markup=False, soft_wrap=True)
