@@ -31,6 +31,7 @@ from advisor.errors import (
 )
 from advisor.fitting import estimate, fit, model_config, model_spec, recommend
 from advisor.llm import ModelSpec, spec_from_config
+from advisor.ranking import Constraints, Recommendation, Rejection, Request
 from advisor.sizing import FitRequest, MemoryFit
 
 __version__ = "0.1.0"
@@ -40,6 +41,7 @@ __all__ = [
     "AdvisorError",
     "Catalog",
     "CatalogError",
+    "Constraints",
     "Cpu",
     "EngineProfile",
     "FitRequest",
@@ -53,6 +55,9 @@ __all__ = [
     "OperationError",
     "Problem",
     "Provenance",
+    "Recommendation",
+    "Rejection",
+    "Request",
     "UserInputError",
     "__version__",
     "engine_profile",
