@@ -15,7 +15,7 @@ def _tool(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean():
-    r = _tool("ruff", "check", "src", "tests", "benchmarks")
+    r = _tool("ruff", "check", "src", "tests", "benchmarks", "examples")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
