@@ -96,12 +96,14 @@ from advisor.cli import catalog as _catalog  # noqa: E402
 from advisor.cli import fit as _fit  # noqa: E402
 from advisor.cli import models as _models  # noqa: E402
 from advisor.cli import recommend as _recommend  # noqa: E402
+from advisor.cli import topology as _topology  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
 app.add_typer(_models.app, name="models")
 app.command("fit")(_fit.fit_cmd)
 app.command("perf")(_recommend.perf_cmd)
 app.command("recommend")(_recommend.recommend_cmd)
+app.command("topology")(_topology.topology_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:
