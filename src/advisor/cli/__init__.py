@@ -96,6 +96,7 @@ from advisor.cli import catalog as _catalog  # noqa: E402
 from advisor.cli import fit as _fit  # noqa: E402
 from advisor.cli import models as _models  # noqa: E402
 from advisor.cli import recommend as _recommend  # noqa: E402
+from advisor.cli import render as _render  # noqa: E402
 from advisor.cli import topology as _topology  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
@@ -104,6 +105,7 @@ app.command("fit")(_fit.fit_cmd)
 app.command("perf")(_recommend.perf_cmd)
 app.command("recommend")(_recommend.recommend_cmd)
 app.command("topology")(_topology.topology_cmd)
+app.command("render")(_render.render_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

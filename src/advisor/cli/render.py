@@ -1,0 +1,90 @@
+"""``advisor render``: cloud-init, systemd unit and launcher for one instance and model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from advisor.cli import output as out
+from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.engine import DEFAULT_VLLM_VERSION
+from advisor.errors import UserInputError
+
+DEFAULT_KEY_REF = {"aws": "aws-ssm:/advisor/vllm-api-key", "gcp": "gcp-secret:advisor-vllm-api-key"}
+
+
+def render_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="A catalog alias or HF repo id.")],
+    ctx: Annotated[int, typer.Option("--ctx", "--max-model-len", help="vLLM's max_model_len.",
+                                     min=1)],
+    out_dir: Annotated[Path, typer.Option("--out", help="A new folder for the files.",
+                                          file_okay=False)],
+    instance: Annotated[str | None, typer.Option(
+        help="PROVIDER:TYPE; default: the top recommendation.")] = None,
+    tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel size.", min=1)] = None,
+    vllm_version: Annotated[str, typer.Option(help="The vLLM release to pin.")]
+    = DEFAULT_VLLM_VERSION,
+    port: Annotated[int, typer.Option(help="Port of replica 0; replica i listens on port+i.")]
+    = 8000,
+    host: Annotated[str, typer.Option(
+        help="Listen address; 127.0.0.1 unless you open it on purpose.")] = "127.0.0.1",
+    api_key_ref: Annotated[str | None, typer.Option(
+        help="Where the API key is read at boot: aws-ssm:NAME, gcp-secret:NAME, "
+        "azure-kv:VAULT/NAME or file:/PATH.")] = None,
+    gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
+    catalog: CatalogDirs = None,
+    json: JsonFlag = False,
+) -> None:
+    """Write user-data, vllm@.service, per-replica env files and the NUMA-binding launcher."""
+    from advisor.fitting import fit, model_spec, recommend
+    from advisor.plan import place
+    from advisor.render import RenderRequest, render, write
+
+    cat = catalog_from(catalog)
+    if model in cat.models:
+        repo = cat.models[model].hf_id
+    else:
+        repo = model
+        model_spec(model, cat)  # a repo id must at least be sizeable (cached config)
+    if instance is None:
+        best = recommend(model, ctx, catalog=cat, top=1)[0]
+        inst = cat.instance(f"{best.provider}:{best.instance}")
+        tp = tp or best.plan.tp
+    else:
+        inst = cat.instance(instance)
+    if tp is None:
+        recs = recommend(model, ctx, catalog=cat, providers=[inst.provider], top=None)
+        mine = [r for r in recs if r.instance == inst.name]
+        if not mine:
+            raise UserInputError(f"{model} does not fit on {inst.key} at ctx {ctx}",
+                                 hint="'advisor fit' shows by how much")
+        tp = mine[0].plan.tp
+    if inst.gpu.count % tp:
+        raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of {inst.key}")
+    result, _, _ = fit(model, inst.gpu.model, catalog=cat, tp=tp, max_model_len=ctx,
+                       gpu_memory_utilization=gpu_memory_utilization, vllm_version=vllm_version)
+    if not result.fits:
+        raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
+                             f"{result.notes[0] if result.notes else ''}",
+                             hint="raise --tp or shorten --ctx")
+    key_ref = api_key_ref or DEFAULT_KEY_REF.get(inst.provider)
+    if key_ref is None:
+        raise UserInputError("--api-key-ref is needed for this provider",
+                             hint="e.g. --api-key-ref azure-kv:myvault/vllm-api-key")
+    plan = place(inst, cat, tp, 1)
+    req = RenderRequest(model=repo, max_model_len=ctx, vllm_version=vllm_version, port=port,
+                        host=host, api_key_ref=key_ref,
+                        gpu_memory_utilization=gpu_memory_utilization)
+    files = render(inst, plan, req)
+    paths = write(files, out_dir)
+    if json:
+        out.emit_json({"instance": inst.key, "out": str(out_dir), "files": [str(p) for p in paths],
+                       "replicas": plan.replicas, "tp": plan.tp})
+        return
+    out.line(f"{inst.key}: {plan.replicas} replica(s) of TP {plan.tp}, ports "
+             f"{port}-{port + plan.replicas - 1} on {host}; NUMA {plan.alignment} in the catalog, "
+             "bound at boot from sysfs")
+    for p in paths:
+        out.line(f"  {p}")

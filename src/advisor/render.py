@@ -1,0 +1,187 @@
+"""The files that bring a plan up on a fresh instance: cloud-init user-data, a systemd template
+unit, one environment file per replica, and the launcher that binds each replica to its NUMA
+node at boot. Pure apart from reading the templates shipped with advisor.
+
+Safety: every value that reaches a file or a shell line is checked against a strict pattern and
+refused (UserInputError, exit 2) when it does not match — a model id with a newline or a ``$``
+cannot be made safe, so it is not quoted but rejected. The user-data is built as data and dumped
+with PyYAML (no string templating of YAML), and ``runcmd`` uses argument lists, not shell lines.
+No secret is ever written: the API key is fetched at boot from the reference given.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.catalog.schema import InstanceType
+from advisor.errors import UserInputError
+from advisor.plan import Plan
+
+#: what may reach a shell line or an EnvironmentFile unquoted
+_SAFE = {
+    "model": re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"),
+    "vllm_version": re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)?$"),
+    "host": re.compile(r"^(127\.0\.0\.1|0\.0\.0\.0|[0-9a-fA-F:.]{2,45})$"),
+    "api_key_ref": re.compile(
+        r"^(aws-ssm:/?[A-Za-z0-9_./-]{1,200}|gcp-secret:[A-Za-z0-9_-]{1,200}"
+        r"|azure-kv:[A-Za-z0-9-]{3,24}/[A-Za-z0-9-]{1,127}|file:/[A-Za-z0-9_./-]{1,200})$"),
+}
+DEFAULT_BIN = "/opt/advisor/bin"
+DEFAULT_ENV = "/etc/advisor"
+DEFAULT_VENV = "/opt/advisor/venv"
+SERVICE_USER = "vllm"
+
+
+def _check(kind: str, value: str) -> str:
+    if not _SAFE[kind].match(value):
+        raise UserInputError(
+            f"{kind.replace('_', ' ')} {value!r} cannot be used safely in a shell line",
+            hint={"model": "use a Hugging Face repo id (owner/name)",
+                  "api_key_ref": "use aws-ssm:NAME, gcp-secret:NAME, azure-kv:VAULT/NAME or "
+                                 "file:/PATH",
+                  }.get(kind, "use letters, digits, '.', '-' only"))
+    return value
+
+
+class RenderRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    model: str
+    max_model_len: int = Field(gt=0)
+    vllm_version: str
+    port: int = Field(default=8000, ge=1024, le=65000)
+    host: str = "127.0.0.1"
+    api_key_ref: str
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Safe YAML whose multi-line strings (the scripts) are written as readable blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def templates_dir() -> Path:
+    packaged = Path(__file__).resolve().parent / "_data" / "templates"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "templates"
+
+
+def _env() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(templates_dir())), undefined=StrictUndefined,
+                      autoescape=False, keep_trailing_newline=True)
+    env.filters["shell_quote"] = shlex.quote
+    return env
+
+
+def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV) -> str:
+    """The EnvironmentFile of replica ``i`` (every value already checked safe)."""
+    all_gpus = ";".join(",".join(map(str, r.gpus)) for r in plan.replica_layout)
+    lines = {
+        "ADVISOR_GPUS": ",".join(map(str, plan.replica_layout[i].gpus)),
+        "ADVISOR_ALL_GPUS": all_gpus,
+        "ADVISOR_MODEL": req.model,
+        "ADVISOR_PORT": str(req.port + i),
+        "ADVISOR_HOST": req.host,
+        "ADVISOR_TP": str(plan.tp),
+        "ADVISOR_MAX_MODEL_LEN": str(req.max_model_len),
+        "ADVISOR_GPU_MEM_UTIL": f"{req.gpu_memory_utilization:g}",
+        "ADVISOR_API_KEY_REF": req.api_key_ref,
+        "ADVISOR_VENV": venv,
+    }
+    return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
+def unit(bin_dir: str = DEFAULT_BIN, env_dir: str = DEFAULT_ENV, user: str = SERVICE_USER) -> str:
+    return _env().get_template("vllm@.service.j2").render(bin_dir=bin_dir, env_dir=env_dir,
+                                                          user=user)
+
+
+def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]:
+    """file name -> content for one instance and plan."""
+    for kind in ("model", "vllm_version", "host", "api_key_ref"):
+        _check(kind, getattr(req, kind))
+    if req.port + plan.replicas - 1 > 65535:
+        raise UserInputError("the replicas' ports would pass 65535", hint="use a lower --port")
+    if plan.pp != 1:
+        raise UserInputError("rendering pipeline-parallel layouts is not supported yet",
+                             hint="pick a TP-only layout (--tp)")
+    tdir = templates_dir()
+    launcher = (tdir / "vllm-launch.sh").read_text()
+    health = (tdir / "vllm-health.sh").read_text()
+    service = unit()
+    envs = {f"env/vllm-{i}.env": replica_env(req, plan, i) for i in range(plan.replicas)}
+    write_files: list[dict[str, Any]] = [
+        {"path": f"{DEFAULT_BIN}/vllm-launch.sh", "permissions": "0755", "content": launcher},
+        {"path": f"{DEFAULT_BIN}/vllm-health.sh", "permissions": "0755", "content": health},
+        {"path": "/etc/systemd/system/vllm@.service", "permissions": "0644", "content": service},
+    ]
+    for i in range(plan.replicas):
+        write_files.append({"path": f"{DEFAULT_ENV}/vllm-{i}.env", "permissions": "0640",
+                            "content": envs[f"env/vllm-{i}.env"]})
+    runcmd: list[list[str]] = [
+        ["python3", "-m", "venv", DEFAULT_VENV],
+        [f"{DEFAULT_VENV}/bin/pip", "install", "--no-cache-dir", f"vllm=={req.vllm_version}"],
+        ["chown", "-R", f"root:{SERVICE_USER}", DEFAULT_ENV],
+        ["systemctl", "daemon-reload"],
+    ]
+    runcmd += [["systemctl", "enable", "--now", f"vllm@{i}.service"]
+               for i in range(plan.replicas)]
+    cloud_config = {
+        "users": ["default", {"name": SERVICE_USER, "system": True, "shell": "/usr/sbin/nologin",
+                              "homedir": "/var/lib/vllm"}],
+        "package_update": True,
+        "packages": ["numactl", "python3-venv", "python3-pip", "curl", "pciutils"],
+        "write_files": write_files,
+        "runcmd": runcmd,
+    }
+    user_data = "#cloud-config\n" + yaml.dump(cloud_config, Dumper=_BlockDumper, sort_keys=False,
+                                               width=1000)
+    plan_json = json.dumps({"instance": inst.key, "model": req.model, "plan": plan.model_dump(),
+                            "ports": [req.port + i for i in range(plan.replicas)],
+                            "host": req.host, "vllm_version": req.vllm_version,
+                            "api_key_ref": req.api_key_ref}, indent=2) + "\n"
+    return {"user-data": user_data, "vllm@.service": service, "vllm-launch.sh": launcher,
+            "vllm-health.sh": health, "plan.json": plan_json, **envs}
+
+
+def write(files: dict[str, str], out: Path) -> list[Path]:
+    """Write atomically: all files land in a temporary folder that is renamed into ``out``."""
+    import os
+    import tempfile
+
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserInputError(f"--out {out} exists and is not an empty folder",
+                             hint="give a new folder; advisor does not overwrite files")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".advisor-render-", dir=out.parent))
+    try:
+        for name, text in files.items():
+            p = tmp / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+            if name.endswith(".sh"):
+                p.chmod(0o755)
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sorted(out / n for n in files)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# advisor: wait until this replica's vLLM answers /health (ExecStartPost of vllm@.service).
+set -euo pipefail
+: "${ADVISOR_PORT:?}"
+host="${ADVISOR_HOST:-127.0.0.1}"
+[[ "$host" == "0.0.0.0" ]] && host=127.0.0.1
+for _ in $(seq 1 "${ADVISOR_HEALTH_TRIES:-900}"); do
+  if curl -fsS --max-time 5 "http://$host:$ADVISOR_PORT/health" >/dev/null 2>&1; then
+    exit 0
+  fi
+  sleep 2
+done
+printf 'advisor-health: vLLM on port %s did not become healthy\n' "$ADVISOR_PORT" >&2
+exit 1

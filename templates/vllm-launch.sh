@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# advisor: start one vLLM replica bound to the NUMA node of its GPUs.
+#
+# Reads its settings from the environment (systemd's EnvironmentFile, one per replica):
+#   ADVISOR_GPUS            this replica's GPU indices, e.g. 0,1,2,3
+#   ADVISOR_ALL_GPUS        every replica's GPUs, ';'-separated, e.g. 0,1,2,3;4,5,6,7
+#   ADVISOR_MODEL ADVISOR_PORT ADVISOR_TP ADVISOR_MAX_MODEL_LEN ADVISOR_GPU_MEM_UTIL
+#   ADVISOR_HOST            address to listen on (default 127.0.0.1)
+#   ADVISOR_API_KEY_REF     where the API key lives: aws-ssm:NAME, gcp-secret:NAME,
+#                           azure-kv:VAULT/NAME or file:PATH (never the key itself)
+#   ADVISOR_VENV            the virtual environment holding vLLM (default /opt/advisor/venv)
+#   ADVISOR_SYSFS_ROOT      prefix for /sys (tests use a fake tree)
+#   ADVISOR_BUS_IDS         GPU PCI bus ids in index order, instead of asking nvidia-smi
+#   ADVISOR_DRY_RUN=1       print the command line instead of running it
+#
+# Binding: numactl --cpunodebind/--membind to the GPUs' node, read from sysfs at boot (the
+# catalog can be wrong; the machine is not). numactl rather than systemd's NUMAPolicy= and
+# CPUAffinity= because the node is only known at boot, after the unit file is written.
+# A replica whose GPUs sit on several nodes gets its CPUs on those nodes and memory
+# interleaved across them. A GPU whose numa_node reads -1 (hidden) leaves the replica unbound,
+# with a warning in the journal.
+set -euo pipefail
+
+log() { printf 'advisor-launch: %s\n' "$*" >&2; }
+
+: "${ADVISOR_GPUS:?}" "${ADVISOR_MODEL:?}" "${ADVISOR_PORT:?}" "${ADVISOR_TP:?}"
+: "${ADVISOR_MAX_MODEL_LEN:?}" "${ADVISOR_GPU_MEM_UTIL:?}"
+sysfs="${ADVISOR_SYSFS_ROOT:-}"
+venv="${ADVISOR_VENV:-/opt/advisor/venv}"
+host="${ADVISOR_HOST:-127.0.0.1}"
+all_gpus="${ADVISOR_ALL_GPUS:-$ADVISOR_GPUS}"
+dry_run="${ADVISOR_DRY_RUN:-0}"
+
+bus_ids=()
+if [[ -n "${ADVISOR_BUS_IDS:-}" ]]; then
+  IFS=',' read -r -a bus_ids <<<"$ADVISOR_BUS_IDS"
+else
+  mapfile -t bus_ids < <(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader)
+fi
+
+# nvidia-smi prints 00000000:18:00.0; sysfs names it 0000:18:00.0
+node_of_gpu() {
+  local id="${bus_ids[$1]:-}" bdf node
+  id="${id,,}"
+  bdf="${id: -12}"
+  node="$(cat "$sysfs/sys/bus/pci/devices/$bdf/numa_node" 2>/dev/null || echo -1)"
+  printf '%s\n' "$node"
+}
+
+IFS=',' read -r -a gpus <<<"$ADVISOR_GPUS"
+nodes=()
+hidden=0
+for g in "${gpus[@]}"; do
+  n="$(node_of_gpu "$g")"
+  if [[ ! "$n" =~ ^[0-9]+$ ]]; then
+    hidden=1
+    log "GPU $g: numa_node is $n (hidden by the host); running unbound"
+  elif [[ ! " ${nodes[*]} " =~ \ $n\  ]]; then
+    nodes+=("$n")
+  fi
+done
+
+# OpenMP threads: the node's CPUs shared by the replicas whose GPUs sit on it
+cpus_of_node() {
+  local list count=0 part lo hi
+  list="$(cat "$sysfs/sys/devices/system/node/node$1/cpulist" 2>/dev/null || true)"
+  IFS=',' read -r -a parts <<<"$list"
+  for part in "${parts[@]}"; do
+    if [[ "$part" == *-* ]]; then lo="${part%-*}"; hi="${part#*-}"; count=$((count + hi - lo + 1))
+    elif [[ -n "$part" ]]; then count=$((count + 1)); fi
+  done
+  printf '%s\n' "$count"
+}
+
+numa=()
+threads=""
+if [[ "$hidden" == 0 && "${#nodes[@]}" -ge 1 ]]; then
+  joined="$(IFS=','; printf '%s' "${nodes[*]}")"
+  if [[ "${#nodes[@]}" -eq 1 ]]; then
+    numa=(numactl "--cpunodebind=$joined" "--membind=$joined")
+  else
+    log "replica GPUs ${ADVISOR_GPUS} span NUMA nodes $joined: memory interleaved across them"
+    numa=(numactl "--cpunodebind=$joined" "--interleave=$joined")
+  fi
+  sharing=0
+  IFS=';' read -r -a replicas <<<"$all_gpus"
+  for r in "${replicas[@]}"; do
+    first="${r%%,*}"
+    if [[ -n "$first" && " ${nodes[*]} " =~ \ $(node_of_gpu "$first")\  ]]; then
+      sharing=$((sharing + 1))
+    fi
+  done
+  total=0
+  for n in "${nodes[@]}"; do total=$((total + $(cpus_of_node "$n"))); done
+  if [[ "$sharing" -ge 1 && "$total" -ge "$sharing" ]]; then threads=$((total / sharing)); fi
+fi
+
+key_ref="${ADVISOR_API_KEY_REF:-}"
+fetch_key() {
+  case "$key_ref" in
+    aws-ssm:*) aws ssm get-parameter --with-decryption --name "${key_ref#aws-ssm:}" \
+                 --query Parameter.Value --output text ;;
+    gcp-secret:*) gcloud secrets versions access latest --secret "${key_ref#gcp-secret:}" ;;
+    azure-kv:*) ref="${key_ref#azure-kv:}"
+                az keyvault secret show --vault-name "${ref%%/*}" --name "${ref#*/}" \
+                  --query value -o tsv ;;
+    file:*) cat "${key_ref#file:}" ;;
+    *) log "ADVISOR_API_KEY_REF is not set to a known secret store"; return 1 ;;
+  esac
+}
+
+cmd=("${numa[@]}" "$venv/bin/vllm" serve "$ADVISOR_MODEL" --host "$host"
+     --port "$ADVISOR_PORT" --tensor-parallel-size "$ADVISOR_TP"
+     --max-model-len "$ADVISOR_MAX_MODEL_LEN" --gpu-memory-utilization "$ADVISOR_GPU_MEM_UTIL")
+
+if [[ "$dry_run" == 1 ]]; then
+  printf 'CUDA_VISIBLE_DEVICES=%q OMP_NUM_THREADS=%q VLLM_API_KEY=<from %q>' \
+    "$ADVISOR_GPUS" "${threads:-unset}" "${key_ref:-nowhere}"
+  printf ' %q' "${cmd[@]}"
+  printf '\n'
+  exit 0
+fi
+
+VLLM_API_KEY="$(fetch_key)"
+export VLLM_API_KEY CUDA_VISIBLE_DEVICES="$ADVISOR_GPUS"
+if [[ -n "$threads" ]]; then export OMP_NUM_THREADS="$threads"; fi
+exec "${cmd[@]}"
