@@ -11,13 +11,15 @@
 #   ADVISOR_VENV            the virtual environment holding vLLM (default /opt/advisor/venv)
 #   ADVISOR_SYSFS_ROOT      prefix for /sys (tests use a fake tree)
 #   ADVISOR_BUS_IDS         GPU PCI bus ids in index order, instead of asking nvidia-smi
+#   ADVISOR_VLLM_NUMA_BIND=1  the pinned vLLM has --numa-bind (PR #38635): a replica whose GPUs
+#                           span nodes lets vLLM bind each worker to its own GPU's node
 #   ADVISOR_DRY_RUN=1       print the command line instead of running it
 #
 # Binding: numactl --cpunodebind/--membind to the GPUs' node, read from sysfs at boot (the
 # catalog can be wrong; the machine is not). numactl rather than systemd's NUMAPolicy= and
 # CPUAffinity= because the node is only known at boot, after the unit file is written.
-# A replica whose GPUs sit on several nodes gets its CPUs on those nodes and memory
-# interleaved across them. A GPU whose numa_node reads -1 (hidden) leaves the replica unbound,
+# A replica whose GPUs sit on several nodes is handed to vLLM's own --numa-bind where the
+# pinned release has it, else gets its CPUs on those nodes and memory interleaved across them. A GPU whose numa_node reads -1 (hidden) leaves the replica unbound,
 # with a warning in the journal.
 set -euo pipefail
 
@@ -73,11 +75,15 @@ cpus_of_node() {
 }
 
 numa=()
+extra=()
 threads=""
 if [[ "$hidden" == 0 && "${#nodes[@]}" -ge 1 ]]; then
   joined="$(IFS=','; printf '%s' "${nodes[*]}")"
   if [[ "${#nodes[@]}" -eq 1 ]]; then
     numa=(numactl "--cpunodebind=$joined" "--membind=$joined")
+  elif [[ "${ADVISOR_VLLM_NUMA_BIND:-0}" == 1 ]]; then
+    log "replica GPUs ${ADVISOR_GPUS} span NUMA nodes $joined: vLLM --numa-bind binds each worker"
+    extra=(--numa-bind)
   else
     log "replica GPUs ${ADVISOR_GPUS} span NUMA nodes $joined: memory interleaved across them"
     numa=(numactl "--cpunodebind=$joined" "--interleave=$joined")
@@ -111,10 +117,11 @@ fetch_key() {
 
 cmd=("${numa[@]}" "$venv/bin/vllm" serve "$ADVISOR_MODEL" --host "$host"
      --port "$ADVISOR_PORT" --tensor-parallel-size "$ADVISOR_TP"
-     --max-model-len "$ADVISOR_MAX_MODEL_LEN" --gpu-memory-utilization "$ADVISOR_GPU_MEM_UTIL")
+     --max-model-len "$ADVISOR_MAX_MODEL_LEN" --gpu-memory-utilization "$ADVISOR_GPU_MEM_UTIL"
+     "${extra[@]}")
 
 if [[ "$dry_run" == 1 ]]; then
-  printf 'CUDA_VISIBLE_DEVICES=%q OMP_NUM_THREADS=%q VLLM_API_KEY=<from %q>' \
+  printf 'CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=%q OMP_NUM_THREADS=%q VLLM_API_KEY=<from %q>' \
     "$ADVISOR_GPUS" "${threads:-unset}" "${key_ref:-nowhere}"
   printf ' %q' "${cmd[@]}"
   printf '\n'
@@ -122,6 +129,7 @@ if [[ "$dry_run" == 1 ]]; then
 fi
 
 VLLM_API_KEY="$(fetch_key)"
-export VLLM_API_KEY CUDA_VISIBLE_DEVICES="$ADVISOR_GPUS"
+# indices are nvidia-smi's (PCI bus order); CUDA's default order is fastest-first
+export VLLM_API_KEY CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="$ADVISOR_GPUS"
 if [[ -n "$threads" ]]; then export OMP_NUM_THREADS="$threads"; fi
 exec "${cmd[@]}"

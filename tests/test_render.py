@@ -109,7 +109,7 @@ def test_launcher_binds_tp4_replicas_to_their_nodes(tmp_path):
     r1 = _dry_run(sysfs, _env_for(4, 1))
     assert r0.returncode == 0, r0.stderr
     assert r0.stdout.strip() == (
-        "CUDA_VISIBLE_DEVICES=0\\,1\\,2\\,3 OMP_NUM_THREADS=48 "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0\\,1\\,2\\,3 OMP_NUM_THREADS=48 "
         "VLLM_API_KEY=<from azure-kv:myvault/vllm-key> numactl --cpunodebind=0 "
         "--membind=0 /opt/advisor/venv/bin/vllm serve meta-llama/Meta-Llama-3-8B-Instruct "
         "--host 127.0.0.1 --port 8000 --tensor-parallel-size 4 --max-model-len 8192 "
@@ -129,6 +129,23 @@ def test_launcher_spanning_replica_interleaves(tmp_path):
     r = _dry_run(sysfs, _env_for(8, 0))
     assert "numactl --cpunodebind=0\\,1 --interleave=0\\,1" in r.stdout  # printf %q quoting
     assert "span NUMA nodes 0,1" in r.stderr
+
+
+def test_launcher_spanning_replica_uses_vllm_numa_bind_where_available(tmp_path):
+    sysfs = make_sysfs(tmp_path, {0: "0-47", 1: "48-95"}, EIGHT)
+    env = {**_env_for(8, 0), "ADVISOR_VLLM_NUMA_BIND": "1"}
+    r = _dry_run(sysfs, env)
+    assert "numactl" not in r.stdout and r.stdout.rstrip().endswith("--numa-bind")
+    aligned = _dry_run(sysfs, {**_env_for(4, 1), "ADVISOR_VLLM_NUMA_BIND": "1"})
+    assert "numactl --cpunodebind=1 --membind=1" in aligned.stdout  # numactl where it suffices
+    assert "--numa-bind" not in aligned.stdout
+
+
+def test_render_sets_the_numa_bind_flag_by_release():
+    plan = place(ND, CAT, 8, 1)
+    old = render(ND, plan, REQ)["env/vllm-0.env"]
+    new = render(ND, plan, REQ.model_copy(update={"vllm_version": "0.21.0"}))["env/vllm-0.env"]
+    assert "ADVISOR_VLLM_NUMA_BIND=0" in old and "ADVISOR_VLLM_NUMA_BIND=1" in new
 
 
 def test_launcher_single_gpu_single_node(tmp_path):

@@ -67,6 +67,8 @@ class Rule(BaseModel):
     #: non-torch memory (CUDA context share, cuBLAS workspaces) and NCCL buffers when TP > 1
     non_torch_gib: float | None = None
     nccl_gib: float | None = None
+    #: `vllm serve --numa-bind` binds each GPU worker to its GPU's NUMA node itself
+    numa_bind_flag: bool | None = None
 
 
 RULES: tuple[Rule, ...] = (
@@ -75,13 +77,17 @@ RULES: tuple[Rule, ...] = (
          "determine_available_memory",
          gpu_memory_utilization=0.9, block_size=16,
          batch_big=(8192, 2048, 256, 256), batch_other=(8192, 2048, 256, 256),
-         cuda_graph_charged=False, hybrid_kv_allocator=False,
+         cuda_graph_charged=False, hybrid_kv_allocator=False, numa_bind_flag=False,
          activation_gib_at_4096=0.561, activation_exponent=1.5, activation_vocab_gib=0.879,
          non_torch_gib=0.25, nccl_gib=0.3),
     Rule(since="0.10.0", source="vllm/engine/arg_utils.py get_batch_defaults (device memory "
          ">= 70 GiB and not A100); vllm/v1/core/kv_cache_utils.py hybrid KV cache groups",
          batch_big=(16384, 8192, 1024, 1024), batch_other=(8192, 2048, 256, 256),
          hybrid_kv_allocator=True),
+    Rule(since="0.19.0", source="vllm-project/vllm PR #38635 'NUMA binding support for GPU "
+         "workers' (--numa-bind, --numa-bind-nodes, --numa-bind-cpus), merged 2026-03-31; the "
+         "first release after it is inferred to be 0.19.0 (not read from a changelog)",
+         numa_bind_flag=True),
     Rule(since="0.21.0", source="vLLM 0.21 startup log: 'CUDA graph memory profiling is "
          "enabled (default since v0.21.0)'",
          cuda_graph_charged=True),
@@ -104,6 +110,7 @@ class EngineProfile(BaseModel):
     activation_vocab_gib: float
     non_torch_gib: float
     nccl_gib: float
+    numa_bind_flag: bool
     sources: tuple[str, ...]
 
     def batch_defaults(self, gpu_memory_gib: float, gpu_name: str,

@@ -88,7 +88,8 @@ def _env() -> Environment:
     return env
 
 
-def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV) -> str:
+def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV,
+                numa_bind_flag: bool = False) -> str:
     """The EnvironmentFile of replica ``i`` (every value already checked safe)."""
     all_gpus = ";".join(",".join(map(str, r.gpus)) for r in plan.replica_layout)
     lines = {
@@ -102,6 +103,7 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
         "ADVISOR_GPU_MEM_UTIL": f"{req.gpu_memory_utilization:g}",
         "ADVISOR_API_KEY_REF": req.api_key_ref,
         "ADVISOR_VENV": venv,
+        "ADVISOR_VLLM_NUMA_BIND": "1" if numa_bind_flag else "0",
     }
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
@@ -124,7 +126,11 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
     launcher = (tdir / "vllm-launch.sh").read_text()
     health = (tdir / "vllm-health.sh").read_text()
     service = unit()
-    envs = {f"env/vllm-{i}.env": replica_env(req, plan, i) for i in range(plan.replicas)}
+    from advisor.engine import profile
+
+    flag = profile(req.vllm_version).numa_bind_flag
+    envs = {f"env/vllm-{i}.env": replica_env(req, plan, i, numa_bind_flag=flag)
+            for i in range(plan.replicas)}
     write_files: list[dict[str, Any]] = [
         {"path": f"{DEFAULT_BIN}/vllm-launch.sh", "permissions": "0755", "content": launcher},
         {"path": f"{DEFAULT_BIN}/vllm-health.sh", "permissions": "0755", "content": health},
