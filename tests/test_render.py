@@ -215,3 +215,21 @@ def test_cli_render(cli, tmp_path):
               "--tp", "1", "--out", str(tmp_path / "t"))
     assert big.exit_code == 2 and "does not fit" in big.stderr
     assert not (tmp_path / "t").exists() and not (tmp_path / "s").exists()
+
+
+def test_cli_render_takes_the_top_recommendation(cli, tmp_path):
+    out = tmp_path / "top"
+    r = cli("render", "-m", "llama-3-8b", "--ctx", "8192", "--out", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    v = __import__("json").loads(r.stdout)
+    best = advisor.recommend("llama-3-8b", 8192, top=1)[0]
+    assert v["instance"] == f"{best.provider}:{best.instance}" and v["tp"] == best.plan.tp
+    assert "ADVISOR_API_KEY_REF=aws-ssm:/advisor/vllm-api-key" in (
+        out / "env" / "vllm-0.env").read_text() or best.provider != "aws"
+
+
+def test_cli_render_refuses_a_hostile_model(cli, tmp_path):
+    r = cli("render", "-m", "evil/$(touch /tmp/advisor-pwned)", "--ctx", "8192", "--out",
+            str(tmp_path / "h"), "--instance", "aws:p5.48xlarge", "--tp", "1")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "h").exists() and not Path("/tmp/advisor-pwned").exists()
