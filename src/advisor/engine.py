@@ -78,7 +78,7 @@ RULES: tuple[Rule, ...] = (
          gpu_memory_utilization=0.9, block_size=16,
          batch_big=(8192, 2048, 256, 256), batch_other=(8192, 2048, 256, 256),
          cuda_graph_charged=False, hybrid_kv_allocator=False, numa_bind_flag=False,
-         activation_gib_at_4096=0.561, activation_exponent=1.5, activation_vocab_gib=0.879,
+         activation_gib_at_4096=0.126, activation_exponent=1.5, activation_vocab_gib=1.172,
          non_torch_gib=0.25, nccl_gib=0.3),
     Rule(since="0.10.0", source="vllm/engine/arg_utils.py get_batch_defaults (device memory "
          ">= 70 GiB and not A100); vllm/v1/core/kv_cache_utils.py hybrid KV cache groups",

@@ -161,10 +161,10 @@ def activation_gib(spec: ModelSpec, engine: EngineProfile, tokens: int, tp: int,
     """Peak of the profiling run above the weights (a model calibrated on public logs).
 
     In the logs read the peak barely moves between 2048 and 8192 batched tokens (1.40 and
-    1.44 GiB for 4096-wide models) but follows the model's width and its vocabulary (0.78 GiB
-    for Mistral-7B's 32k vocabulary, 1.44 for Llama 3's 128k, 0.45 for the 2048-wide
-    Llama-3.2-1B): a width term and a logits term, both fitted to those logs
-    (benchmarks/accuracy). TP's effect on the peak is not calibrated: it is not divided.
+    1.44 GiB for 4096-wide models) but follows the vocabulary (about 0.4 GiB for Mistral-7B's
+    32k vocabulary, 1.4 for Llama 3's 128k and Qwen3's 152k) and the width (0.45 GiB for the
+    2048-wide Llama-3.2-1B): a logits term and a small width term, fitted by least squares to
+    those logs (benchmarks/accuracy). TP's effect on the peak is not calibrated: not divided.
     """
     width = spec.hidden_size / 4096
     dense = (engine.activation_gib_at_4096 * width ** engine.activation_exponent
