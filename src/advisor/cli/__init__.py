@@ -95,6 +95,7 @@ def _root(
 from advisor.cli import catalog as _catalog  # noqa: E402
 from advisor.cli import fit as _fit  # noqa: E402
 from advisor.cli import models as _models  # noqa: E402
+from advisor.cli import provision as _provision  # noqa: E402
 from advisor.cli import recommend as _recommend  # noqa: E402
 from advisor.cli import render as _render  # noqa: E402
 from advisor.cli import topology as _topology  # noqa: E402
@@ -106,6 +107,9 @@ app.command("perf")(_recommend.perf_cmd)
 app.command("recommend")(_recommend.recommend_cmd)
 app.command("topology")(_topology.topology_cmd)
 app.command("render")(_render.render_cmd)
+app.command("provision")(_provision.provision_cmd)
+app.command("status")(_provision.status_cmd)
+app.command("down")(_provision.down_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

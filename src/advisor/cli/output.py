@@ -71,3 +71,8 @@ def error(message: str, hint: str | None = None) -> None:
     if hint:
         text += " — hint: " + " ".join(hint.split())
     _consoles()[1].print(text, markup=False, soft_wrap=True)
+
+
+def progress(text: str) -> None:
+    """A step of a long operation, on stderr (stdout stays for results and --json)."""
+    _consoles()[1].print(text, markup=False, soft_wrap=True, style="dim")

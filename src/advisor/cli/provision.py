@@ -1,0 +1,180 @@
+"""``advisor provision``, ``advisor status`` and ``advisor down``."""
+
+from __future__ import annotations
+
+import json as _json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from advisor.cli import output as out
+from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.engine import DEFAULT_VLLM_VERSION
+from advisor.errors import UserInputError
+
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before spending or "
+                                   "removing anything.")]
+Project = Annotated[str | None, typer.Option(
+    help="GCP project (default: GOOGLE_CLOUD_PROJECT or the credentials' project).")]
+ResourceGroup = Annotated[str | None, typer.Option(
+    help="Azure resource group to create resources in (default: advisor-NAME).")]
+Subscription = Annotated[str | None, typer.Option(
+    help="Azure subscription id (default: AZURE_SUBSCRIPTION_ID).")]
+
+
+def _options(project: str | None, resource_group: str | None, subscription: str | None,
+             instance_profile: str | None = None) -> dict[str, dict[str, str]]:
+    opts: dict[str, dict[str, str]] = {"aws": {}, "gcp": {}, "azure": {}}
+    if instance_profile:
+        opts["aws"]["instance_profile"] = instance_profile
+    if project:
+        opts["gcp"]["project"] = project
+    if resource_group:
+        opts["azure"]["resource_group"] = resource_group
+    if subscription:
+        opts["azure"]["subscription_id"] = subscription
+    return opts
+
+
+def _confirm(yes: bool) -> Any:
+    if yes:
+        return None
+
+    def ask(summary: str) -> bool:
+        if not sys.stdin.isatty():
+            raise UserInputError(f"{summary}: not confirmed (no terminal to ask on)",
+                                 hint="pass --yes to go ahead without a question")
+        return bool(typer.confirm(f"{summary}?", default=False, err=True))
+
+    return ask
+
+
+def provision_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="A catalog alias or HF repo id.")],
+    ctx: Annotated[int, typer.Option("--ctx", "--max-model-len", help="vLLM's max_model_len.",
+                                     min=1)],
+    provider: Annotated[str | None, typer.Option(help="Only this cloud: aws, gcp or azure.")]
+    = None,
+    instance: Annotated[str | None, typer.Option(
+        help="PROVIDER:TYPE to launch; default: the top recommendations.")] = None,
+    region: Annotated[list[str] | None, typer.Option(
+        help="Region to try, in order (repeatable); default: the catalog's priced region.")]
+    = None,
+    name: Annotated[str | None, typer.Option(
+        help="Deployment name (default: from model and instance).")] = None,
+    spot: Annotated[bool, typer.Option(help="Spot / preemptible capacity.")] = False,
+    allow_cidr: Annotated[list[str] | None, typer.Option(
+        help="Open the vLLM port(s) to this range (repeatable); default: closed.")] = None,
+    ssh_cidr: Annotated[list[str] | None, typer.Option(
+        help="Open SSH to this range (repeatable); default: closed.")] = None,
+    api_key_ref: Annotated[str | None, typer.Option(
+        help="Where the instance reads the vLLM API key: aws-ssm:NAME, gcp-secret:NAME, "
+        "azure-kv:VAULT/NAME.")] = None,
+    image: Annotated[str | None, typer.Option(
+        help="Image to boot instead of the GPU base image advisor looks up.")] = None,
+    port: Annotated[int, typer.Option(help="Port of replica 0; replica i listens on port+i.",
+                                      min=1024, max=65000)] = 8000,
+    vllm_version: Annotated[str, typer.Option(help="The vLLM release to pin.")]
+    = DEFAULT_VLLM_VERSION,
+    project: Project = None,
+    resource_group: ResourceGroup = None,
+    subscription: Subscription = None,
+    instance_profile: Annotated[str | None, typer.Option(
+        help="AWS: an existing instance profile to use instead of creating one.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        help="Print the exact requests and the user-data; call nothing.")] = False,
+    yes: Yes = False,
+    wait: Annotated[bool, typer.Option(
+        help="Wait until the instance runs (and vLLM's /health answers where reachable).")]
+    = False,
+    catalog: CatalogDirs = None,
+    json: JsonFlag = False,
+) -> None:
+    """Launch the recommended instance with vLLM running NUMA-bound on it."""
+    from advisor.provision import provision
+
+    result = provision(
+        model, ctx, provider=provider, instance=instance, regions=region, name=name, spot=spot,
+        allow_cidrs=allow_cidr, ssh_cidrs=ssh_cidr, api_key_ref=api_key_ref, image=image,
+        port=port, vllm_version=vllm_version, dry_run=dry_run, wait=wait,
+        confirm=_confirm(yes or dry_run), progress=None if json else out.progress,
+        catalog=catalog_from(catalog),
+        provider_options=_options(project, resource_group, subscription, instance_profile))
+    if json:
+        out.emit_json(result.model_dump())
+        return
+    for w in result.warnings:
+        out.progress(f"warning: {w}")
+    if result.status == "dry-run":
+        out.line(f"# dry run of deployment {result.name}: nothing was called")
+        for req in result.requests:
+            out.line(_json.dumps(req, indent=2))
+        out.line("# user-data")
+        out.line(result.user_data or "")
+        return
+    verb = "already running" if result.status == "exists" else "launched"
+    for i in result.instances:
+        out.line(f"{result.name}: {verb} {result.provider}:{i.instance_type} {i.id} in "
+                 f"{i.zone or i.region} ({i.state}"
+                 + (f", public {i.public_ip}" if i.public_ip else "") + ")")
+    if result.attempts:
+        out.table(["provider", "instance", "where", "outcome", "detail"],
+                  ([a.provider, a.instance_type, a.zone or a.region, a.outcome,
+                    (a.code + ": " if a.code else "") + a.detail[:100]]
+                   for a in result.attempts), title="attempts")
+    if result.health:
+        out.line(f"health: {result.health}")
+
+
+def status_cmd(
+    name: Annotated[str | None, typer.Argument(help="One deployment; default: all.")] = None,
+    reconcile: Annotated[bool, typer.Option(
+        help="Ask the clouds (by tag) what runs and record it.")] = False,
+    project: Project = None,
+    resource_group: ResourceGroup = None,
+    subscription: Subscription = None,
+    json: JsonFlag = False,
+) -> None:
+    """The deployments advisor launched, their instances and (for one) its history."""
+    from advisor.provision import status
+    from advisor.state import Store
+
+    store = Store()
+    deps = status(name, reconcile=reconcile, store=store,
+                  provider_options=_options(project, resource_group, subscription))
+    if json:
+        body = [d.model_dump() for d in deps]
+        if name:
+            body[0]["events"] = [e.model_dump() for e in store.events(name)]
+        out.emit_json(body[0] if name else body)
+        return
+    if not deps:
+        out.line("no deployments (advisor provision launches one)")
+        return
+    out.table(["name", "provider", "instance", "where", "status", "instances", "updated"],
+              ([d.name, d.provider, out.fmt(d.instance_type), out.fmt(d.zone or d.region),
+                d.status, ", ".join(f"{i.id} {i.state}" for i in d.instances) or "—",
+                d.updated_at] for d in deps))
+    if name:
+        for e in store.events(name):
+            out.line(f"  {e.at} {e.kind}: {e.message}")
+
+
+def down_cmd(
+    name: Annotated[str, typer.Argument(help="The deployment to remove.")],
+    yes: Yes = False,
+    project: Project = None,
+    resource_group: ResourceGroup = None,
+    subscription: Subscription = None,
+    json: JsonFlag = False,
+) -> None:
+    """Terminate a deployment's instances and remove its firewall rules."""
+    from advisor.provision import down
+
+    result = down(name, confirm=_confirm(yes), progress=None if json else out.progress,
+                  provider_options=_options(project, resource_group, subscription))
+    if json:
+        out.emit_json(result.model_dump())
+        return
+    out.line(f"{name}: down; removed {', '.join(result.removed) or 'nothing (none left)'}")

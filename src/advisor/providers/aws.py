@@ -1,0 +1,461 @@
+"""AWS backend (boto3, imported on first use).
+
+One deployment in one region is: a security group ``advisor-<name>`` in the default VPC that
+opens nothing unless asked (``--allow-cidr`` opens the vLLM ports to that range, ``--ssh-cidr``
+opens 22), an IAM role and instance profile ``advisor-<name>`` that may read only the API-key
+parameter named by ``aws-ssm:…``, and the instance itself: IMDSv2 required, an encrypted gp3
+root volume sized for the weights, the rendered cloud-config as user-data, tags on the instance
+and its volumes, spot as an option, and a ``ClientToken`` derived from the deployment, type and
+zone so that a retried call launches nothing twice.
+
+The GPU base image is the AWS Deep Learning Base OSS NVIDIA driver AMI (Ubuntu 22.04), found
+through its public SSM parameter and, where that parameter cannot be read, through
+``describe_images`` on Amazon's own images; ``--image`` overrides both.
+
+``AWS_ENDPOINT_URL`` (read by boto3 itself) points every client at another endpoint: the tests
+run moto's server on 127.0.0.1 that way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from advisor.errors import UserInputError
+from advisor.providers.base import (
+    TAG_DEPLOYMENT,
+    CloudError,
+    LaunchSpec,
+    QuotaStatus,
+)
+from advisor.state import InstanceRow, ResourceRow
+
+#: the DLAMI's public parameter (AWS DLAMI release notes list it per AMI flavour)
+DLAMI_PARAMETER = ("/aws/service/deeplearning/ami/x86_64/"
+                   "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id")
+#: name patterns of Amazon-owned GPU images, best first, for when the parameter is unreadable
+DLAMI_NAMES = ["Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*",
+               "Deep Learning*Ubuntu*"]
+
+#: Service Quotas codes (vCPUs) of the EC2 buckets GPU instances fall in: (on-demand, spot)
+QUOTA_CODES = {"p": ("L-417A185B", "L-7212CCBC"), "g": ("L-DB2E81BA", "L-3819A6DF")}
+
+CAPACITY = {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+            "InsufficientCapacityOnHost", "InsufficientReservedInstanceCapacity", "Unsupported",
+            "SpotMaxPriceTooLow"}
+QUOTA = {"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded",
+         "OptInRequired", "PendingVerification"}
+AUTH = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch",
+        "ExpiredToken", "AccessDenied", "AccessDeniedException", "UnrecognizedClientException"}
+
+ALIVE_STATES = ["pending", "running", "stopping", "stopped"]
+
+
+def _boto3() -> Any:
+    try:
+        import boto3
+    except ModuleNotFoundError as exc:
+        raise UserInputError("the aws SDK is not installed (boto3)",
+                             hint="pip install 'advisor[aws]'") from exc
+    return boto3
+
+
+def token(*parts: str) -> str:
+    """A ClientToken (<= 64 ASCII) that is the same for the same launch."""
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:48]
+
+
+def tags(spec: LaunchSpec) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())] + [
+        {"Key": "Name", "Value": spec.deployment}]
+
+
+def sg_name(deployment: str) -> str:
+    return f"advisor-{deployment}"
+
+
+def ingress(spec: LaunchSpec) -> list[dict[str, Any]]:
+    """Ingress permissions: the vLLM ports to --allow-cidr, SSH to --ssh-cidr, nothing else."""
+    perms: list[dict[str, Any]] = []
+    lo, hi = min(spec.ports), max(spec.ports)
+    for cidrs, frm, to, what in ((spec.allow_cidrs, lo, hi, "vLLM"),
+                                 (spec.ssh_cidrs, 22, 22, "SSH")):
+        if cidrs:
+            perms.append({"IpProtocol": "tcp", "FromPort": frm, "ToPort": to,
+                          "IpRanges": [{"CidrIp": c, "Description": f"advisor {what}"}
+                                       for c in cidrs if ":" not in c],
+                          "Ipv6Ranges": [{"CidrIpv6": c, "Description": f"advisor {what}"}
+                                         for c in cidrs if ":" in c]})
+    return perms
+
+
+def ssm_parameter(api_key_ref: str) -> str | None:
+    if not api_key_ref.startswith("aws-ssm:"):
+        return None
+    name = api_key_ref.removeprefix("aws-ssm:")
+    return name if name.startswith("/") else "/" + name
+
+
+def role_policy(spec: LaunchSpec, account: str) -> dict[str, Any]:
+    param = ssm_parameter(spec.api_key_ref)
+    statements: list[dict[str, Any]] = []
+    if param:
+        statements.append({"Effect": "Allow", "Action": ["ssm:GetParameter"],
+                           "Resource": f"arn:aws:ssm:{spec.region}:{account}:parameter{param}"})
+    return {"Version": "2012-10-17", "Statement": statements or [
+        {"Effect": "Deny", "Action": "*", "Resource": "*"}]}
+
+
+TRUST = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+     "Action": "sts:AssumeRole"}]}
+
+
+class AwsProvider:
+    name = "aws"
+
+    def __init__(self, session: Any = None, sleep: Callable[[float], None] = time.sleep,
+                 waiter_delay: int = 5, **_: Any) -> None:
+        self._session = session
+        self.sleep = sleep
+        self.waiter_delay = waiter_delay
+        self._clients: dict[tuple[str, str], Any] = {}
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _client(self, service: str, region: str) -> Any:
+        key = (service, region)
+        if key not in self._clients:
+            boto3 = _boto3()
+            from botocore.config import Config
+
+            from advisor import __version__
+
+            session = self._session or boto3.session.Session()
+            cfg = Config(retries={"mode": "standard", "max_attempts": 3},
+                         user_agent_extra=f"advisor/{__version__}")
+            self._clients[key] = session.client(service, region_name=region, config=cfg)
+        return self._clients[key]
+
+    def _call(self, client: Any, op: str, **kw: Any) -> Any:
+        try:
+            return getattr(client, op)(**kw)
+        except Exception as exc:  # botocore errors: classified, everything else re-raised
+            raise self.classify(exc) from exc
+
+    def classify(self, exc: BaseException) -> BaseException:
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            EndpointConnectionError,
+            NoCredentialsError,
+        )
+
+        if isinstance(exc, ClientError):
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", "Unknown")).removeprefix("Server.").removeprefix(
+                "Client.")
+            msg = str(err.get("Message", exc))
+            if code in CAPACITY:
+                return CloudError("aws", code, msg, "zone")
+            if code in QUOTA:
+                return CloudError("aws", code, msg, "region",
+                                  hint="ask AWS for more vCPU quota in this region "
+                                  "(Service Quotas, EC2 'Running On-Demand P/G instances')")
+            if code in AUTH:
+                return CloudError("aws", code, msg, "provider",
+                                  hint="check the AWS credentials and that they may call EC2, "
+                                  "IAM and SSM")
+            return CloudError("aws", code, msg, "fatal")
+        if isinstance(exc, NoCredentialsError):
+            return CloudError("aws", "NoCredentials", str(exc), "provider",
+                              hint="configure AWS credentials (aws configure, AWS_PROFILE or "
+                              "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)")
+        if isinstance(exc, EndpointConnectionError):
+            return CloudError("aws", "EndpointConnectionError", str(exc), "region",
+                              kind="error")
+        if isinstance(exc, BotoCoreError):
+            return CloudError("aws", type(exc).__name__, str(exc), "provider")
+        return exc
+
+    # -- the exact requests -----------------------------------------------------------------
+    def request(self, spec: LaunchSpec, zone: str | None,
+                resolved: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The calls a launch makes, in order, with their bodies (placeholders where an id is
+        only known once an earlier call returns)."""
+        r = resolved or {}
+        sg = r.get("sg_id", f"<id of security group {sg_name(spec.deployment)}>")
+        image = spec.image or r.get("image_id", f"<resolved from SSM {DLAMI_PARAMETER}>")
+        profile = spec.options.get("instance_profile") or sg_name(spec.deployment)
+        run: dict[str, Any] = {
+            "ImageId": image,
+            "InstanceType": spec.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "ClientToken": token(spec.deployment, spec.region, zone or "", spec.instance_type),
+            "UserData": spec.user_data,
+            "SecurityGroupIds": [sg],
+            "IamInstanceProfile": {"Name": profile},
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled",
+                                "HttpPutResponseHopLimit": 1},
+            "BlockDeviceMappings": [{
+                "DeviceName": r.get("root_device", "/dev/sda1"),
+                "Ebs": {"VolumeSize": max(spec.disk_gib, r.get("min_disk_gib", 0)),
+                        "VolumeType": "gp3", "DeleteOnTermination": True, "Encrypted": True}}],
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags(spec)},
+                                  {"ResourceType": "volume", "Tags": tags(spec)}],
+        }
+        if zone:
+            run["Placement"] = {"AvailabilityZone": zone}
+        if spec.spot:
+            run["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {"SpotInstanceType": "one-time",
+                                "InstanceInterruptionBehavior": "terminate"}}
+        calls: list[dict[str, Any]] = [{
+            "call": "ec2.CreateSecurityGroup",
+            "body": {"GroupName": sg_name(spec.deployment),
+                     "Description": f"advisor deployment {spec.deployment}",
+                     "VpcId": r.get("vpc_id", "<default VPC>"),
+                     "TagSpecifications": [{"ResourceType": "security-group",
+                                            "Tags": tags(spec)}]}}]
+        perms = ingress(spec)
+        if perms:
+            calls.append({"call": "ec2.AuthorizeSecurityGroupIngress",
+                          "body": {"GroupId": sg, "IpPermissions": perms}})
+        if not spec.options.get("instance_profile"):
+            calls += [
+                {"call": "iam.CreateRole", "body": {
+                    "RoleName": profile, "AssumeRolePolicyDocument": json.dumps(TRUST),
+                    "Tags": tags(spec)}},
+                {"call": "iam.PutRolePolicy", "body": {
+                    "RoleName": profile, "PolicyName": "advisor-read-api-key",
+                    "PolicyDocument": json.dumps(role_policy(spec, r.get("account",
+                                                                         "<account>")))}},
+                {"call": "iam.CreateInstanceProfile", "body": {"InstanceProfileName": profile,
+                                                               "Tags": tags(spec)}},
+                {"call": "iam.AddRoleToInstanceProfile", "body": {
+                    "InstanceProfileName": profile, "RoleName": profile}}]
+        calls.append({"call": "ec2.RunInstances", "body": run})
+        return {"provider": "aws", "region": spec.region, "zone": zone, "calls": calls}
+
+    # -- read-only look-ups -----------------------------------------------------------------
+    def zones(self, spec: LaunchSpec) -> list[str | None]:
+        ec2 = self._client("ec2", spec.region)
+        r = self._call(ec2, "describe_instance_type_offerings", LocationType="availability-zone",
+                       Filters=[{"Name": "instance-type", "Values": [spec.instance_type]}])
+        return sorted({o["Location"] for o in r.get("InstanceTypeOfferings", [])})
+
+    def check_quota(self, spec: LaunchSpec) -> QuotaStatus:
+        codes = QUOTA_CODES.get(spec.instance_type[:1])
+        if codes is None:
+            return QuotaStatus(checked=False, detail="no GPU quota bucket known for this family")
+        code = codes[1 if spec.spot else 0]
+        try:
+            sq = self._client("service-quotas", spec.region)
+            limit = float(sq.get_service_quota(ServiceCode="ec2", QuotaCode=code)
+                          ["Quota"]["Value"])
+        except Exception as exc:  # no permission, no endpoint: launching will tell
+            return QuotaStatus(checked=False, detail=f"quota {code} not readable: "
+                               f"{' '.join(str(exc).split())[:200]}")
+        used = self._vcpus_in_use(spec, spec.instance_type[:1])
+        free = limit - used
+        if free < spec.vcpus:
+            return QuotaStatus(checked=True, ok=False,
+                               detail=f"quota {code} allows {limit:g} vCPUs, {used:g} in use: "
+                               f"{spec.instance_type} needs {spec.vcpus}")
+        return QuotaStatus(checked=True, ok=True,
+                           detail=f"quota {code}: {free:g} of {limit:g} vCPUs free")
+
+    def _vcpus_in_use(self, spec: LaunchSpec, letter: str) -> float:
+        ec2 = self._client("ec2", spec.region)
+        used = 0.0
+        pages = ec2.get_paginator("describe_instances").paginate(Filters=[
+            {"Name": "instance-type", "Values": [f"{letter}*"]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        for page in pages:
+            for res in page.get("Reservations", []):
+                for i in res.get("Instances", []):
+                    cpu = i.get("CpuOptions") or {}
+                    used += cpu.get("CoreCount", 0) * cpu.get("ThreadsPerCore", 1)
+        return used
+
+    def find(self, deployment: str, region: str) -> list[InstanceRow]:
+        ec2 = self._client("ec2", region)
+        out = []
+        r = self._call(ec2, "describe_instances", Filters=[
+            {"Name": f"tag:{TAG_DEPLOYMENT}", "Values": [deployment]},
+            {"Name": "instance-state-name", "Values": ALIVE_STATES}])
+        for res in r.get("Reservations", []):
+            for i in res.get("Instances", []):
+                out.append(self._row(i, region))
+        return out
+
+    @staticmethod
+    def _row(i: dict[str, Any], region: str) -> InstanceRow:
+        return InstanceRow(id=i["InstanceId"], provider="aws", region=region,
+                           zone=(i.get("Placement") or {}).get("AvailabilityZone"),
+                           instance_type=i["InstanceType"], state=i["State"]["Name"],
+                           private_ip=i.get("PrivateIpAddress"),
+                           public_ip=i.get("PublicIpAddress"))
+
+    # -- changes ----------------------------------------------------------------------------
+    def ensure_network(self, spec: LaunchSpec) -> list[ResourceRow]:
+        ec2 = self._client("ec2", spec.region)
+        vpcs = self._call(ec2, "describe_vpcs",
+                          Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"]
+        if not vpcs:
+            raise CloudError("aws", "NoDefaultVpc", f"{spec.region} has no default VPC",
+                             "region", kind="error", hint="create one with 'aws ec2 create-default-vpc'")
+        vpc = vpcs[0]["VpcId"]
+        out = [ResourceRow(kind="security-group", id=self._security_group(spec, vpc),
+                           region=spec.region)]
+        if not spec.options.get("instance_profile"):
+            out.append(ResourceRow(kind="instance-profile", id=self._instance_profile(spec),
+                                   region=spec.region))
+        return out
+
+    def _security_group(self, spec: LaunchSpec, vpc: str) -> str:
+        ec2 = self._client("ec2", spec.region)
+        name = sg_name(spec.deployment)
+        found = self._call(ec2, "describe_security_groups", Filters=[
+            {"Name": "group-name", "Values": [name]}, {"Name": "vpc-id", "Values": [vpc]}]
+        )["SecurityGroups"]
+        if found:
+            return str(found[0]["GroupId"])
+        body = self.request(spec, None, {"vpc_id": vpc})["calls"][0]["body"]
+        sg = str(self._call(ec2, "create_security_group", **body)["GroupId"])
+        perms = ingress(spec)
+        if perms:
+            self._call(ec2, "authorize_security_group_ingress", GroupId=sg, IpPermissions=perms)
+        return sg
+
+    def _instance_profile(self, spec: LaunchSpec) -> str:
+        iam = self._client("iam", spec.region)
+        account = self._call(self._client("sts", spec.region), "get_caller_identity")["Account"]
+        name = sg_name(spec.deployment)
+        calls = {c["call"]: c["body"] for c in
+                 self.request(spec, None, {"account": account})["calls"]}
+        for op in ("CreateRole", "PutRolePolicy", "CreateInstanceProfile",
+                   "AddRoleToInstanceProfile"):
+            method = "".join("_" + ch.lower() if ch.isupper() else ch for ch in op).lstrip("_")
+            try:
+                getattr(iam, method)(**calls[f"iam.{op}"])
+            except Exception as exc:
+                err = self.classify(exc)
+                code = getattr(err, "code", "")
+                if code in ("EntityAlreadyExists", "LimitExceeded") and op != "PutRolePolicy":
+                    continue  # a second run finds its own role and profile
+                raise err from exc
+        return name
+
+    def _image(self, spec: LaunchSpec) -> dict[str, Any]:
+        ec2 = self._client("ec2", spec.region)
+        image_id = spec.image
+        if image_id is None:
+            try:
+                ssm = self._client("ssm", spec.region)
+                image_id = ssm.get_parameter(Name=DLAMI_PARAMETER)["Parameter"]["Value"]
+            except Exception:  # not readable here (permissions, partition, endpoint)
+                image_id = None
+        if image_id is None:
+            images = self._call(ec2, "describe_images", Owners=["amazon"], Filters=[
+                {"Name": "name", "Values": DLAMI_NAMES[:1]},
+                {"Name": "state", "Values": ["available"]},
+                {"Name": "architecture", "Values": ["x86_64"]}])["Images"]
+            if not images:
+                images = self._call(ec2, "describe_images", Owners=["amazon"], Filters=[
+                    {"Name": "name", "Values": DLAMI_NAMES[1:]},
+                    {"Name": "state", "Values": ["available"]}])["Images"]
+            if not images:
+                raise CloudError("aws", "NoGpuImage", f"no NVIDIA GPU base image found in "
+                                 f"{spec.region}", "region", kind="error",
+                                 hint="pass --image ami-… (an image with the NVIDIA driver)")
+            images.sort(key=lambda i: i.get("CreationDate", ""))
+            image_id = images[-1]["ImageId"]
+        found = self._call(ec2, "describe_images", ImageIds=[image_id])["Images"]
+        if not found:
+            raise CloudError("aws", "InvalidAMIID.NotFound", f"image {image_id} not found in "
+                             f"{spec.region}", "region", kind="error")
+        img = found[0]
+        root = img.get("RootDeviceName") or "/dev/sda1"
+        size = max((m.get("Ebs", {}).get("VolumeSize", 0)
+                    for m in img.get("BlockDeviceMappings", [])
+                    if m.get("DeviceName") == root), default=0)
+        return {"image_id": image_id, "root_device": root, "min_disk_gib": size}
+
+    def launch(self, spec: LaunchSpec, zone: str | None) -> InstanceRow:
+        ec2 = self._client("ec2", spec.region)
+        resolved = self._image(spec)
+        sgs = self._call(ec2, "describe_security_groups", Filters=[
+            {"Name": "group-name", "Values": [sg_name(spec.deployment)]}])["SecurityGroups"]
+        if not sgs:
+            raise CloudError("aws", "NoSecurityGroup", "the deployment's security group is "
+                             "missing", "fatal")
+        resolved["sg_id"] = sgs[0]["GroupId"]
+        body = self.request(spec, zone, resolved)["calls"][-1]["body"]
+        for attempt in range(8):
+            try:
+                r = ec2.run_instances(**body)
+                break
+            except Exception as exc:
+                err = self.classify(exc)
+                # a new instance profile takes a few seconds to be usable by EC2
+                if (isinstance(err, CloudError) and err.code == "InvalidParameterValue"
+                        and "instance profile" in err.detail.lower() and attempt < 7):
+                    self.sleep(self.waiter_delay)
+                    continue
+                raise err from exc
+        return self._row(r["Instances"][0], spec.region)
+
+    def terminate(self, deployment: str, region: str) -> list[str]:
+        ec2 = self._client("ec2", region)
+        removed: list[str] = []
+        ids = [i.id for i in self.find(deployment, region)]
+        if ids:
+            self._call(ec2, "terminate_instances", InstanceIds=ids)
+            ec2.get_waiter("instance_terminated").wait(
+                InstanceIds=ids, WaiterConfig={"Delay": self.waiter_delay, "MaxAttempts": 120})
+            removed += ids
+        sgs = self._call(ec2, "describe_security_groups", Filters=[
+            {"Name": f"tag:{TAG_DEPLOYMENT}", "Values": [deployment]}])["SecurityGroups"]
+        for sg in sgs:
+            for attempt in range(12):  # ENIs of terminated instances linger for a while
+                try:
+                    ec2.delete_security_group(GroupId=sg["GroupId"])
+                    removed.append(sg["GroupId"])
+                    break
+                except Exception as exc:
+                    err = self.classify(exc)
+                    if getattr(err, "code", "") == "DependencyViolation" and attempt < 11:
+                        self.sleep(self.waiter_delay)
+                        continue
+                    raise err from exc
+        removed += self._remove_profile(deployment, region)
+        return removed
+
+    def _remove_profile(self, deployment: str, region: str) -> list[str]:
+        iam = self._client("iam", region)
+        name = sg_name(deployment)
+        try:
+            role_tags = iam.list_role_tags(RoleName=name).get("Tags", [])
+        except Exception as exc:
+            if getattr(self.classify(exc), "code", "") == "NoSuchEntity":
+                return []
+            raise self.classify(exc) from exc
+        if {"Key": TAG_DEPLOYMENT, "Value": deployment} not in role_tags:
+            return []  # a role of that name that advisor did not make: leave it alone
+        for call, kw in (("remove_role_from_instance_profile",
+                          {"InstanceProfileName": name, "RoleName": name}),
+                         ("delete_instance_profile", {"InstanceProfileName": name}),
+                         ("delete_role_policy", {"RoleName": name,
+                                                 "PolicyName": "advisor-read-api-key"}),
+                         ("delete_role", {"RoleName": name})):
+            try:
+                getattr(iam, call)(**kw)
+            except Exception as exc:
+                if getattr(self.classify(exc), "code", "") != "NoSuchEntity":
+                    raise self.classify(exc) from exc
+        return [f"iam:{name}"]

@@ -1,0 +1,152 @@
+"""What every cloud backend offers, and the types they share.
+
+A provider is a small object with these methods (see :class:`Provider`):
+
+* ``request(spec, zone)`` — the exact request bodies a launch would send, built without any
+  network call and without importing the cloud SDK (``advisor provision --dry-run`` prints it);
+* ``zones(spec)`` — the zones of ``spec.region`` that offer the instance type, in order;
+* ``check_quota(spec)`` — whether the region's quota leaves room, where the cloud tells;
+* ``ensure_network(spec)`` — the firewall (security group, firewall rules, NSG, …) the deployment
+  needs, created once per region and found again on a second run;
+* ``launch(spec, zone)`` — one instance, idempotent through a client token / request id;
+* ``find(deployment, region)`` — the deployment's instances, looked up by tag or label;
+* ``terminate(deployment, region)`` — every instance and every network resource the deployment
+  created in that region, found by tag, so it works even when the local state was lost.
+
+A cloud's refusal reaches the orchestrator as a :class:`CloudError` whose ``scope`` says what it
+blocks: ``zone`` (no capacity there: try the next zone), ``region`` (quota: skip the region),
+``provider`` (credentials, permissions: skip the provider) or ``fatal`` (a request the cloud
+calls malformed: stop, it will not get better elsewhere).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.errors import OperationError, UserInputError
+from advisor.state import InstanceRow, ResourceRow
+
+Scope = Literal["zone", "region", "provider", "fatal"]
+
+#: deployment names become tags, labels, security-group and VM names on every cloud: the
+#: strictest rules of the three (GCP's RFC 1035 names) apply, with room for suffixes
+NAME = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
+TAG_DEPLOYMENT = "advisor-deployment"
+TAG_VERSION = "advisor-version"
+TAG_MODEL = "advisor-model"
+
+
+def check_name(name: str) -> str:
+    if not NAME.match(name):
+        raise UserInputError(f"deployment name {name!r} is not usable on every cloud",
+                             hint="use 1-40 lower-case letters, digits and '-', starting with a "
+                             "letter and not ending with '-'")
+    return name
+
+
+def check_cidr(cidr: str) -> str:
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError as exc:
+        raise UserInputError(f"{cidr!r} is not an IP range",
+                             hint="give a CIDR such as 203.0.113.0/24 or 198.51.100.7/32"
+                             ) from exc
+    return str(net)
+
+
+def is_world(cidr: str) -> bool:
+    return ipaddress.ip_network(cidr, strict=False).prefixlen == 0
+
+
+class LaunchSpec(BaseModel):
+    """Everything a provider needs to launch one instance of a deployment."""
+
+    model_config = ConfigDict(frozen=True)
+    deployment: str
+    provider: str
+    instance_type: str
+    region: str
+    gpu_model: str
+    gpu_count: int = Field(gt=0)
+    vcpus: int = Field(gt=0)
+    user_data: str
+    #: root/boot disk: OS, CUDA, the vLLM virtual environment and the model's weights
+    disk_gib: int = Field(gt=0)
+    ports: list[int]
+    spot: bool = False
+    #: ranges that may reach the vLLM ports; empty: nobody from outside
+    allow_cidrs: list[str] = Field(default_factory=list)
+    #: ranges that may reach SSH (22); empty: SSH closed
+    ssh_cidrs: list[str] = Field(default_factory=list)
+    #: a provider image id that overrides the GPU base image advisor looks up
+    image: str | None = None
+    api_key_ref: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    #: provider-specific settings (GCP project, Azure resource group, AWS instance profile…)
+    options: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def vm_name(self) -> str:
+        return self.deployment
+
+
+class CloudError(OperationError):
+    """A cloud said no. ``scope`` tells the orchestrator what the refusal blocks."""
+
+    def __init__(self, provider: str, code: str, message: str, scope: Scope,
+                 hint: str | None = None, kind: str | None = None) -> None:
+        self.provider = provider
+        self.code = code
+        self.scope: Scope = scope
+        #: what it was, for the attempt summary: capacity, quota, denied or error
+        self.kind = kind or {"zone": "capacity", "region": "quota",
+                             "provider": "denied"}.get(scope, "error")
+        self.detail = " ".join(str(message).split())
+        super().__init__(f"{provider}: {code}: {self.detail}", hint)
+
+
+class QuotaStatus(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    #: False when the cloud's quota could not be read (no API, no permission): not a refusal
+    checked: bool
+    ok: bool = True
+    detail: str = ""
+
+
+class Provider(Protocol):
+    name: str
+
+    def request(self, spec: LaunchSpec, zone: str | None) -> dict[str, Any]: ...
+
+    def zones(self, spec: LaunchSpec) -> list[str | None]: ...
+
+    def check_quota(self, spec: LaunchSpec) -> QuotaStatus: ...
+
+    def ensure_network(self, spec: LaunchSpec) -> list[ResourceRow]: ...
+
+    def launch(self, spec: LaunchSpec, zone: str | None) -> InstanceRow: ...
+
+    def find(self, deployment: str, region: str) -> list[InstanceRow]: ...
+
+    def terminate(self, deployment: str, region: str) -> list[str]: ...
+
+
+#: instance states (lower-cased, each cloud's words) of an instance that is gone or going
+GONE = {"terminated", "shutting-down", "deleting", "deleted", "failed"}
+
+
+def alive(instances: list[InstanceRow]) -> list[InstanceRow]:
+    return [i for i in instances if i.state.lower() not in GONE]
+
+
+def user_agent_labels(deployment: str, model: str) -> dict[str, str]:
+    """Tags/labels every resource of a deployment carries (values safe on every cloud)."""
+    from advisor import __version__
+
+    model_label = re.sub(r"[^a-z0-9_-]", "-", model.lower())[:63].strip("-") or "model"
+    return {TAG_DEPLOYMENT: deployment, TAG_VERSION: __version__.replace(".", "-"),
+            TAG_MODEL: model_label}

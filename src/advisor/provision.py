@@ -1,0 +1,534 @@
+"""From a recommendation to a running instance, and back to nothing.
+
+``provision()`` walks the candidates best first — instance type x region x zone — and launches
+the first that the clouds accept:
+
+* a capacity error (no GPUs left in that zone) moves on to the next zone;
+* a quota error, or a quota check that shows no room, skips the rest of that region;
+* a credentials or permission error skips every candidate of that provider;
+* anything else stops, because it would fail the same way everywhere.
+
+Every attempt is recorded (state events) and returned. Nothing is left behind: when every zone
+of a region fails, the security group / firewall / NSG made for it are removed again.
+
+Idempotency: the deployment name is a tag or label on everything launched. A second
+``provision`` with the same name finds what runs (by tag, even when the local state is gone)
+and launches nothing; the launch calls themselves carry a client token / request id derived from
+the name, type and zone.
+
+State: the intent is written before each launch call and the instance after it, so a crash in
+between is found again by ``status(reconcile=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.catalog import Catalog
+from advisor.catalog import load as load_catalog
+from advisor.catalog.schema import InstanceType
+from advisor.engine import DEFAULT_VLLM_VERSION
+from advisor.errors import OperationError, UserInputError
+from advisor.providers.base import (
+    CloudError,
+    LaunchSpec,
+    Provider,
+    alive,
+    check_cidr,
+    check_name,
+    is_world,
+    user_agent_labels,
+)
+from advisor.state import Deployment, InstanceRow, ResourceRow, Store
+
+#: the secret each cloud's boot script reads the vLLM API key from, unless --api-key-ref says
+DEFAULT_KEY_REF = {"aws": "aws-ssm:/advisor/vllm-api-key",
+                   "gcp": "gcp-secret:advisor-vllm-api-key"}
+#: OS, CUDA libraries, the vLLM virtual environment and the Hugging Face cache besides weights
+DISK_OVERHEAD_GIB = 60
+MIN_DISK_GIB = 100
+
+Outcome = Literal["launched", "exists", "capacity", "quota", "skipped", "denied", "error",
+                  "not offered"]
+
+
+class Attempt(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    provider: str
+    instance_type: str
+    region: str
+    zone: str | None = None
+    outcome: Outcome
+    code: str = ""
+    detail: str = ""
+
+
+class Candidate(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    provider: str
+    instance_type: str
+    region: str
+    tp: int
+    replicas: int
+    usd_per_hour: float | None
+    spec: LaunchSpec
+
+
+class ProvisionResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    status: Literal["launched", "exists", "dry-run"]
+    provider: str | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    usd_per_hour: float | None = None
+    instances: list[InstanceRow] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
+    #: --dry-run: per candidate, the exact calls and bodies that would be sent
+    requests: list[dict[str, Any]] = Field(default_factory=list)
+    user_data: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    health: str | None = None
+
+
+class DownResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    removed: list[str]
+    regions: list[str]
+
+
+ProviderSource = Mapping[str, Provider] | Callable[[str], Provider] | None
+
+
+def _provider(source: ProviderSource, name: str, options: Mapping[str, Any]) -> Provider:
+    if source is None:
+        from advisor.providers import get
+
+        return get(name, **dict(options))
+    if isinstance(source, Mapping):
+        if name not in source:
+            raise UserInputError(f"no backend for provider {name!r}")
+        return source[name]
+    return source(name)
+
+
+def default_name(model: str, instance: str) -> str:
+    base = re.sub(r"[^a-z0-9]+", "-", f"{model.split('/')[-1]}-{instance}".lower()).strip("-")
+    base = base[:40].rstrip("-")
+    return base if base[:1].isalpha() else f"v-{base}"[:40].rstrip("-")
+
+
+def disk_gib(weights_total_gib: float) -> int:
+    return max(MIN_DISK_GIB, int(math.ceil((weights_total_gib + DISK_OVERHEAD_GIB) / 10) * 10))
+
+
+# -- candidates -------------------------------------------------------------------------------
+def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None = None,
+               instance: str | None = None, regions: list[str] | None = None,
+               spot: bool = False, max_types: int = 3, vllm_version: str | None = None
+               ) -> list[tuple[InstanceType, int, int, str, float | None, float]]:
+    """(instance type, TP, replicas, region, $/h, weights GiB in all), best first."""
+    from advisor.fitting import recommend
+
+    regions = regions or []
+    providers = [provider] if provider else ["aws", "gcp", "azure"]
+    if instance is not None:
+        inst = catalog.instance(instance)
+        if inst.provider not in ("aws", "gcp", "azure"):
+            raise UserInputError(f"{inst.key} is not on a cloud advisor can provision",
+                                 hint="use 'advisor render' for private machines")
+        recs = [r for r in recommend(model, ctx, catalog=catalog, providers=[inst.provider],
+                                     spot=spot, vllm_version=vllm_version, with_rejected=True)[0]
+                if r.instance == inst.name]
+        if not recs:
+            raise UserInputError(f"{model} cannot be served on {inst.key} at ctx {ctx}",
+                                 hint="'advisor recommend --show-rejected' says why")
+        picks = [(inst, recs[0])]
+    else:
+        recs = recommend(model, ctx, catalog=catalog, providers=providers, spot=spot,
+                         vllm_version=vllm_version)
+        picks = [(catalog.instance(f"{r.provider}:{r.instance}"), r) for r in recs[:max_types]]
+    out = []
+    for inst, rec in picks:
+        offered = inst.regions or ([inst.price.region] if inst.price.region else [])
+        wanted = regions or ([rec.region] if rec.region else offered[:1])
+        weights = rec.fit.weights_gib * rec.plan.tp * rec.plan.pp
+        for region in wanted:
+            out.append((inst, rec.plan.tp, rec.plan.replicas, region, rec.usd_per_hour,
+                        weights))
+    return out
+
+
+def build_spec(inst: InstanceType, tp: int, region: str, *, name: str, model_repo: str,
+               model_label: str, ctx: int, catalog: Catalog, weights_gib: float,
+               vllm_version: str, port: int, api_key_ref: str, allow_cidrs: list[str],
+               ssh_cidrs: list[str], spot: bool, image: str | None,
+               options: Mapping[str, str], gpu_memory_utilization: float = 0.9) -> LaunchSpec:
+    from advisor.plan import place
+    from advisor.render import RenderRequest, render
+
+    plan = place(inst, catalog, tp, 1)
+    # reachable from outside only when a range was opened for it; the firewall still decides
+    host = "0.0.0.0" if allow_cidrs else "127.0.0.1"
+    files = render(inst, plan, RenderRequest(
+        model=model_repo, max_model_len=ctx, vllm_version=vllm_version, port=port, host=host,
+        api_key_ref=api_key_ref, gpu_memory_utilization=gpu_memory_utilization))
+    return LaunchSpec(
+        deployment=name, provider=inst.provider, instance_type=inst.name, region=region,
+        gpu_model=inst.gpu.model, gpu_count=inst.gpu.count, vcpus=inst.vcpus,
+        user_data=files["user-data"], disk_gib=disk_gib(weights_gib),
+        ports=[port + i for i in range(plan.replicas)], spot=spot,
+        allow_cidrs=allow_cidrs, ssh_cidrs=ssh_cidrs, image=image, api_key_ref=api_key_ref,
+        labels=user_agent_labels(name, model_label), options=dict(options))
+
+
+# -- provision --------------------------------------------------------------------------------
+def provision(model: str, ctx: int, *, provider: str | None = None,
+              instance: str | None = None, regions: list[str] | None = None,
+              name: str | None = None, spot: bool = False,
+              allow_cidrs: list[str] | None = None, ssh_cidrs: list[str] | None = None,
+              api_key_ref: str | None = None, image: str | None = None, port: int = 8000,
+              vllm_version: str = DEFAULT_VLLM_VERSION, dry_run: bool = False,
+              wait: bool = False, wait_timeout_s: float = 900,
+              confirm: Callable[[str], bool] | None = None,
+              progress: Callable[[str], None] | None = None,
+              catalog: Catalog | None = None, store: Store | None = None,
+              providers: ProviderSource = None,
+              provider_options: Mapping[str, Mapping[str, str]] | None = None,
+              max_types: int = 3) -> ProvisionResult:
+    """Launch ``model`` at ``ctx`` on the best instance that a cloud will give.
+
+    ``confirm(summary)`` is asked once before anything is created (return False to stop);
+    ``progress(line)`` hears about every step. With ``dry_run`` nothing is called: the result
+    holds the exact requests and the user-data.
+    """
+    say = progress or (lambda _m: None)
+    cat = catalog or load_catalog()
+    allow = [check_cidr(c) for c in allow_cidrs or []]
+    ssh = [check_cidr(c) for c in ssh_cidrs or []]
+    warnings = [f"{c} opens the vLLM port(s) to the whole internet (the API key still guards "
+                "them)" for c in allow if is_world(c)]
+    warnings += [f"{c} opens SSH to the whole internet" for c in ssh if is_world(c)]
+    if provider is not None and provider not in ("aws", "gcp", "azure"):
+        from advisor.errors import NotFoundError
+
+        raise NotFoundError("cloud provider", provider, ["aws", "gcp", "azure"])
+    picks = candidates(model, ctx, catalog=cat, provider=provider, instance=instance,
+                       regions=regions, spot=spot, max_types=1 if name else max_types,
+                       vllm_version=vllm_version)
+    from advisor.fitting import model_config
+
+    alias, _ = model_config(model, cat)
+    repo = cat.models[alias].hf_id if alias in cat.models else model
+    name = check_name(name or default_name(alias, picks[0][0].name))
+    opts = provider_options or {}
+    cands: list[Candidate] = []
+    for inst, tp, replicas, region, usd, weights in picks:
+        ref = api_key_ref or DEFAULT_KEY_REF.get(inst.provider)
+        if ref is None:
+            raise UserInputError(f"--api-key-ref is needed for {inst.provider}",
+                                 hint="e.g. --api-key-ref azure-kv:myvault/vllm-api-key")
+        spec = build_spec(inst, tp, region, name=name, model_repo=repo, model_label=alias,
+                          ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
+                          port=port, api_key_ref=ref, allow_cidrs=allow, ssh_cidrs=ssh,
+                          spot=spot, image=image, options=opts.get(inst.provider, {}))
+        cands.append(Candidate(provider=inst.provider, instance_type=inst.name, region=region,
+                               tp=tp, replicas=replicas, usd_per_hour=usd, spec=spec))
+
+    if dry_run:
+        reqs = []
+        for c in cands:
+            p = _provider(providers, c.provider, opts.get(c.provider, {}))
+            reqs.append(p.request(c.spec, None))
+        return ProvisionResult(name=name, status="dry-run", provider=cands[0].provider,
+                               instance_type=cands[0].instance_type, region=cands[0].region,
+                               usd_per_hour=cands[0].usd_per_hour, requests=reqs,
+                               user_data=cands[0].spec.user_data, warnings=warnings)
+
+    st = store or Store()
+    existing = _existing(st, name, providers, opts, cands, say, alias, ctx)
+    if existing is not None:
+        return existing.model_copy(update={"warnings": warnings})
+
+    first = cands[0]
+    summary = (f"launch {first.provider}:{first.instance_type} in {first.region} as {name!r}"
+               + (f" at ${first.usd_per_hour:.2f}/h" if first.usd_per_hour else "")
+               + (f" (then up to {len(cands) - 1} fallback(s))" if len(cands) > 1 else ""))
+    if confirm is not None and not confirm(summary):
+        raise UserInputError("nothing launched: not confirmed", hint="pass --yes to skip the "
+                             "question")
+    st.begin(name, first.provider, alias, ctx, {"model": repo, "vllm_version": vllm_version,
+                                                 "port": port, "api_key_ref":
+                                                 first.spec.api_key_ref})
+    attempts: list[Attempt] = []
+    blocked_providers: set[str] = set()
+
+    def note(a: Attempt) -> None:
+        attempts.append(a)
+        st.event(name, "attempt", f"{a.provider}:{a.instance_type} {a.zone or a.region}: "
+                 f"{a.outcome} {a.code}".strip(), a.model_dump())
+        say(f"{a.provider}:{a.instance_type} in {a.zone or a.region}: {a.outcome}"
+            + (f" ({a.code})" if a.code else ""))
+
+    for c in cands:
+        base = {"provider": c.provider, "instance_type": c.instance_type, "region": c.region}
+        if c.provider in blocked_providers:
+            note(Attempt(**base, outcome="skipped", detail="provider refused earlier"))
+            continue
+        p = _provider(providers, c.provider, opts.get(c.provider, {}))
+        try:
+            launched = _launch_in_region(p, c, st, note, say)
+        except CloudError as err:
+            if err.scope == "provider":
+                blocked_providers.add(c.provider)
+                note(Attempt(**base, outcome="denied", code=err.code, detail=err.detail))
+                continue
+            if err.scope in ("region", "zone"):
+                note(Attempt(**base, outcome=_outcome(err), code=err.code, detail=err.detail))
+                continue
+            _fail(st, name, attempts)
+            raise
+        if launched is None:
+            continue
+        result = ProvisionResult(name=name, status="launched", provider=c.provider,
+                                 instance_type=c.instance_type, region=c.region,
+                                 zone=launched.zone, usd_per_hour=c.usd_per_hour,
+                                 instances=[launched],
+                                 attempts=attempts, warnings=warnings,
+                                 user_data=None)
+        if wait:
+            result = _wait(p, c, result, st, wait_timeout_s, say)
+        return result
+    _fail(st, name, attempts)
+    raise OperationError(
+        f"no candidate could be launched: {summarise(attempts)}",
+        hint="try other regions (--region), another instance (--instance), --spot, or ask the "
+        "provider for more quota; 'advisor status " + name + "' lists every attempt")
+
+
+def _outcome(err: CloudError) -> Outcome:
+    return {"capacity": "capacity", "quota": "quota", "denied": "denied"}.get(  # type: ignore[return-value]
+        err.kind, "error")
+
+
+def summarise(attempts: list[Attempt]) -> str:
+    return "; ".join(f"{a.provider}:{a.instance_type} {a.zone or a.region} {a.outcome}"
+                     + (f" ({a.code})" if a.code else "") for a in attempts) or "none tried"
+
+
+def _fail(st: Store, name: str, attempts: list[Attempt]) -> None:
+    st.set_status(name, "failed", f"every attempt failed: {summarise(attempts)}")
+
+
+def _existing(st: Store, name: str, providers: ProviderSource,
+              opts: Mapping[str, Mapping[str, str]], cands: list[Candidate],
+              say: Callable[[str], None], model: str, ctx: int) -> ProvisionResult | None:
+    """What already runs under ``name``: from the state file, else by tag in the candidates'
+    regions (a lost state file must not lead to a second instance)."""
+    dep = st.get(name)
+    places: list[tuple[str, str]] = []
+    if dep is not None and dep.status in ("launching", "running") and dep.region:
+        places.append((dep.provider, dep.region))
+    places += [(c.provider, c.region) for c in cands if (c.provider, c.region) not in places]
+    for prov, region in places:
+        try:
+            found = alive(_provider(providers, prov, opts.get(prov, {})).find(name, region))
+        except CloudError:
+            continue  # that cloud cannot be asked now; launching there will say why
+        if found:
+            say(f"{name} already runs in {region}: {', '.join(i.id for i in found)}")
+            if dep is None:
+                st.begin(name, prov, model, ctx, {})
+            for i in found:
+                st.record_instance(name, i)
+            st.event(name, "exists", "provision found the deployment running; launched nothing")
+            return ProvisionResult(name=name, status="exists", provider=prov,
+                                   instance_type=found[0].instance_type, region=region,
+                                   zone=found[0].zone, instances=found)
+    return None
+
+
+def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Attempt], None],
+                      say: Callable[[str], None]) -> InstanceRow | None:
+    base = {"provider": c.provider, "instance_type": c.instance_type, "region": c.region}
+    quota = p.check_quota(c.spec)
+    if quota.checked and not quota.ok:
+        note(Attempt(**base, outcome="quota", code="QuotaCheck", detail=quota.detail))
+        return None
+    if quota.detail:
+        say(f"{c.provider} {c.region}: {quota.detail}")
+    zones = p.zones(c.spec)
+    if not zones:
+        note(Attempt(**base, outcome="not offered",
+                     detail=f"{c.instance_type} is not offered in {c.region}"))
+        return None
+    say(f"{c.provider} {c.region}: preparing the firewall")
+    resources: list[ResourceRow] = []
+    try:
+        resources = p.ensure_network(c.spec)
+        for r in resources:
+            st.record_resource(c.spec.deployment, r)
+        for zone in zones:
+            st.intent(c.spec.deployment, c.provider, c.instance_type, c.region, zone)
+            say(f"launching {c.instance_type} in {zone or c.region}")
+            try:
+                inst = p.launch(c.spec, zone)
+            except CloudError as err:
+                if err.scope == "zone":
+                    note(Attempt(**base, zone=zone, outcome="capacity", code=err.code,
+                                 detail=err.detail))
+                    continue
+                if err.scope == "region":
+                    note(Attempt(**base, zone=zone, outcome=_outcome(err), code=err.code,
+                                 detail=err.detail))
+                    break
+                raise
+            st.record_instance(c.spec.deployment, inst)
+            note(Attempt(**base, zone=zone, outcome="launched", detail=inst.id))
+            return inst
+    except BaseException:
+        _cleanup(p, c, st, resources, say)
+        raise
+    _cleanup(p, c, st, resources, say)
+    return None
+
+
+def _cleanup(p: Provider, c: Candidate, st: Store, resources: list[ResourceRow],
+             say: Callable[[str], None]) -> None:
+    """Remove what was made for a region where nothing was launched."""
+    if not resources:
+        return
+    try:
+        if alive(p.find(c.spec.deployment, c.region)):
+            return  # something runs there after all (a crash before the state write)
+        p.terminate(c.spec.deployment, c.region)
+        st.forget_resources(c.spec.deployment, c.region)
+        say(f"{c.provider} {c.region}: removed the firewall made for this attempt")
+    except Exception as exc:  # keep the original error; the resources stay in the state file
+        st.event(c.spec.deployment, "cleanup-failed", f"{c.region}: {exc}")
+
+
+def _wait(p: Provider, c: Candidate, result: ProvisionResult, st: Store, timeout_s: float,
+          say: Callable[[str], None], clock: Callable[[], float] = time.monotonic
+          ) -> ProvisionResult:
+    deadline = clock() + timeout_s
+    inst = result.instances[0]
+    while clock() < deadline:
+        found = [i for i in p.find(c.spec.deployment, c.region) if i.id == inst.id]
+        if found:
+            inst = found[0]
+            if inst.state.lower() in ("running", "succeeded"):
+                break
+        say(f"{inst.id}: {inst.state}")
+        time.sleep(min(5.0, max(0.0, deadline - clock())))
+    st.record_instance(c.spec.deployment, inst)
+    health = None
+    if inst.state.lower() not in ("running", "succeeded"):
+        health = f"not running after {timeout_s:.0f} s (state {inst.state})"
+    elif c.spec.allow_cidrs and inst.public_ip:
+        health = _health(f"http://{inst.public_ip}:{c.spec.ports[0]}/health", deadline, clock)
+    else:
+        health = ("running; vLLM listens on 127.0.0.1 on the instance (no --allow-cidr), so "
+                  "/health is checked there by the unit's ExecStartPost")
+    return result.model_copy(update={"instances": [inst], "health": health})
+
+
+def _health(url: str, deadline: float, clock: Callable[[], float]) -> str:
+    last = ""
+    while clock() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 (http on purpose)
+                if r.status == 200:
+                    return f"{url} answers 200"
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(min(10.0, max(0.0, deadline - clock())))
+    return f"{url} did not answer before the deadline ({last or 'no answer'})"
+
+
+# -- status and down --------------------------------------------------------------------------
+def status(name: str | None = None, *, reconcile: bool = False, store: Store | None = None,
+           providers: ProviderSource = None,
+           provider_options: Mapping[str, Mapping[str, str]] | None = None
+           ) -> list[Deployment]:
+    """The deployments advisor knows (or one). ``reconcile`` asks the clouds, by tag, what runs
+    for each and writes that down: a crash between a launch and its state write is healed."""
+    st = store or Store()
+    deps = [st.require(name)] if name else st.all()
+    if not reconcile:
+        return deps
+    opts = provider_options or {}
+    out = []
+    for dep in deps:
+        if dep.status == "down":
+            out.append(dep)
+            continue
+        regions = _regions(st, dep)
+        p = _provider(providers, dep.provider, opts.get(dep.provider, {}))
+        found: list[InstanceRow] = []
+        for region in regions:
+            found += p.find(dep.name, region)
+        live = alive(found)
+        known = {i.id for i in dep.instances}
+        for i in found:
+            st.record_instance(dep.name, i, status="running")
+        for i in dep.instances:
+            if i.id not in {f.id for f in found}:
+                st.event(dep.name, "reconcile", f"{i.id} no longer exists")
+        if live:
+            new = [i.id for i in live if i.id not in known]
+            st.set_status(dep.name, "running", "reconciled: " + ", ".join(
+                f"{i.id} {i.state}" for i in live) + (f" (found by tag: {', '.join(new)})"
+                                                      if new else ""))
+        elif dep.status in ("launching", "running"):
+            st.set_instances_state(dep.name, "terminated")
+            st.set_status(dep.name, "failed", "reconciled: nothing runs for this deployment")
+        out.append(st.require(dep.name))
+    return out
+
+
+def _regions(st: Store, dep: Deployment) -> list[str]:
+    regions = [dep.region] if dep.region else []
+    for e in st.events(dep.name):
+        r = e.data.get("region")
+        if isinstance(r, str) and r not in regions:
+            regions.append(r)
+    for r in dep.resources:
+        if r.region not in regions:
+            regions.append(r.region)
+    return regions
+
+
+def down(name: str, *, store: Store | None = None, providers: ProviderSource = None,
+         provider_options: Mapping[str, Mapping[str, str]] | None = None,
+         confirm: Callable[[str], bool] | None = None,
+         progress: Callable[[str], None] | None = None) -> DownResult:
+    """Terminate every instance of ``name`` and remove every firewall resource it created, in
+    every region it touched."""
+    say = progress or (lambda _m: None)
+    st = store or Store()
+    dep = st.require(name)
+    regions = _regions(st, dep)
+    if confirm is not None and not confirm(
+            f"terminate deployment {name!r} ({dep.provider}, {', '.join(regions) or 'no region'})"
+            f" and remove its firewall rules"):
+        raise UserInputError("nothing removed: not confirmed", hint="pass --yes to skip the "
+                             "question")
+    p = _provider(providers, dep.provider, (provider_options or {}).get(dep.provider, {}))
+    removed: list[str] = []
+    for region in regions:
+        say(f"{dep.provider} {region}: terminating and cleaning up")
+        removed += p.terminate(name, region)
+    st.set_instances_state(name, "terminated")
+    st.forget_resources(name)
+    st.set_status(name, "down", "down: removed " + (", ".join(removed) or "nothing"))
+    return DownResult(name=name, removed=removed, regions=regions)
