@@ -1,0 +1,102 @@
+"""A moto server on 127.0.0.1 for the AWS tests, and helpers to inject real AWS error bodies."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("boto3")
+pytest.importorskip("moto")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing in these tests may reach a real cloud: any connection off 127.0.0.0/8 fails."""
+    real_connect = socket.socket.connect
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and not (host.startswith("127.") or host in ("::1",
+                                                                              "localhost")):
+            raise ConnectionRefusedError(f"test guard: no connection to {host}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION": "true"}
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                             str(port)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("moto server did not start")
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def aws(moto_url: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A fresh moto account and an environment that points every AWS client at it."""
+    req = urllib.request.Request(moto_url + "/moto-api/reset", method="POST")
+    urllib.request.urlopen(req, timeout=10).close()
+    env = {"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "ADVISOR_HOME": str(tmp_path / "home")}
+    for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE",
+              "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    return env
+
+
+class _Raw(io.BytesIO):
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.getvalue()
+
+
+def ec2_error(code: str, message: str, status: int) -> bytes:
+    """The XML body EC2 answers an error with (its Query protocol)."""
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}'
+            f"</Code><Message>{message}</Message></Error></Errors>"
+            "<RequestID>7f1c2a0e-advisor-test</RequestID></Response>").encode()
+
+
+def answer(status: int, body: bytes, content_type: str = "text/xml") -> Callable[..., Any]:
+    """A before-send handler's reply: what the service would have sent back."""
+    from botocore.awsrequest import AWSResponse
+
+    def make(request: Any, **_: Any) -> Any:
+        return AWSResponse(request.url, status, {"Content-Type": content_type}, _Raw(body))
+
+    return make
