@@ -1,0 +1,158 @@
+"""A local Compute Engine REST endpoint, enough for advisor's GCP backend: instances (insert with
+requestId, get, delete, aggregated list with a label filter), machine types (aggregated list),
+regions (quotas) and firewalls. Every request body is kept for the tests to assert on; errors
+come back the way Compute Engine reports them (a DONE operation carrying ``error.errors``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+BASE = "https://www.googleapis.com/compute/v1/"
+
+
+class FakeCompute:
+    def __init__(self, zones: dict[str, list[str]] | None = None) -> None:
+        #: machine type -> zones offering it
+        self.zones = zones or {}
+        self.instances: dict[tuple[str, str], dict[str, Any]] = {}
+        self.firewalls: dict[str, dict[str, Any]] = {}
+        self.quotas: dict[str, list[dict[str, Any]]] = {}
+        #: zone -> (code, message, http status) to fail inserts with
+        self.fail: dict[str, tuple[str, str, int]] = {}
+        self.requests: list[tuple[str, str, dict[str, Any] | None]] = []
+        self.seen_request_ids: dict[str, dict[str, Any]] = {}
+        self._n = 0
+
+    # -- operations -------------------------------------------------------------------------
+    def _op(self, project: str, zone: str | None, target: str, kind: str,
+            error: tuple[str, str, int] | None = None) -> dict[str, Any]:
+        self._n += 1
+        op: dict[str, Any] = {"kind": "compute#operation", "id": str(1000 + self._n),
+                              "name": f"operation-{self._n}", "operationType": kind,
+                              "status": "DONE", "progress": 100,
+                              "targetLink": BASE + f"projects/{project}/{target}"}
+        if zone:
+            op["zone"] = BASE + f"projects/{project}/zones/{zone}"
+        if error:
+            code, message, status = error
+            op["error"] = {"errors": [{"code": code, "message": message}]}
+            op["httpErrorStatusCode"] = status
+            op["httpErrorMessage"] = {503: "SERVICE UNAVAILABLE", 403: "FORBIDDEN"}.get(
+                status, "ERROR")
+        return op
+
+    def handle(self, method: str, path: str, query: dict[str, list[str]],
+               body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        self.requests.append((method, path + ("?" + "&".join(
+            f"{k}={v[0]}" for k, v in query.items()) if query else ""), body))
+        m = re.match(r"^/compute/v1/projects/([^/]+)/(.*)$", path)
+        if not m:
+            return 404, {"error": {"code": 404, "message": "not found"}}
+        project, rest = m.groups()
+        if (z := re.match(r"^zones/([^/]+)/instances$", rest)) and method == "POST":
+            zone = z.group(1)
+            rid = query.get("requestId", [""])[0]
+            if rid and rid in self.seen_request_ids:
+                return 200, self.seen_request_ids[rid]
+            assert body is not None
+            if zone in self.fail:
+                op = self._op(project, zone, f"zones/{zone}/instances/{body['name']}", "insert",
+                              self.fail[zone])
+            else:
+                inst = {**body, "id": str(5000 + len(self.instances)), "status": "RUNNING",
+                        "zone": BASE + f"projects/{project}/zones/{zone}",
+                        "machineType": BASE + f"projects/{project}/{body['machineType']}",
+                        "networkInterfaces": [{**nic, "networkIP": "10.128.0.7",
+                                               "accessConfigs": [
+                                                   {**ac, "natIP": "198.51.100.7"}
+                                                   for ac in nic.get("accessConfigs", [])]}
+                                              for nic in body.get("networkInterfaces", [])]}
+                self.instances[(zone, body["name"])] = inst
+                op = self._op(project, zone, f"zones/{zone}/instances/{body['name']}", "insert")
+            if rid:
+                self.seen_request_ids[rid] = op
+            return 200, op
+        if z := re.match(r"^zones/([^/]+)/instances/([^/]+)$", rest):
+            key = (z.group(1), z.group(2))
+            if key not in self.instances:
+                return 404, {"error": {"code": 404, "message": f"The resource '{rest}' was not "
+                                       "found", "errors": [{"reason": "notFound"}]}}
+            if method == "DELETE":
+                del self.instances[key]
+                return 200, self._op(project, key[0], rest, "delete")
+            return 200, self.instances[key]
+        if rest == "aggregated/instances":
+            flt = query.get("filter", [""])[0]
+            want = re.match(r'labels\.([a-z0-9_-]+) = "([^"]*)"', flt)
+            items: dict[str, Any] = {}
+            for (zone, _), inst in sorted(self.instances.items()):
+                if want and inst.get("labels", {}).get(want.group(1)) != want.group(2):
+                    continue
+                items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(inst)
+            return 200, {"kind": "compute#instanceAggregatedList", "items": items}
+        if rest == "aggregated/machineTypes":
+            flt = query.get("filter", [""])[0]
+            name = re.match(r'name = "([^"]*)"', flt)
+            items = {}
+            for mt, zones in self.zones.items():
+                if name and name.group(1) != mt:
+                    continue
+                for zone in zones:
+                    items[f"zones/{zone}"] = {"machineTypes": [{"name": mt, "zone": zone}]}
+            return 200, {"kind": "compute#machineTypeAggregatedList", "items": items}
+        if r := re.match(r"^regions/([^/]+)$", rest):
+            return 200, {"kind": "compute#region", "name": r.group(1),
+                         "quotas": self.quotas.get(r.group(1), [])}
+        if rest == "global/firewalls":
+            if method == "POST":
+                assert body is not None
+                if body["name"] in self.firewalls:
+                    return 409, {"error": {"code": 409, "message": f"The resource "
+                                           f"'{body['name']}' already exists",
+                                           "errors": [{"reason": "alreadyExists"}]}}
+                self.firewalls[body["name"]] = body
+                return 200, self._op(project, None, f"global/firewalls/{body['name']}",
+                                     "insert")
+            return 200, {"kind": "compute#firewallList", "items": list(self.firewalls.values())}
+        if (f := re.match(r"^global/firewalls/([^/]+)$", rest)) and method == "DELETE":
+            self.firewalls.pop(f.group(1), None)
+            return 200, self._op(project, None, rest, "delete")
+        return 404, {"error": {"code": 404, "message": f"no route {method} {rest}"}}
+
+
+@contextmanager
+def serve(fake: FakeCompute) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def _any(self) -> None:
+            url = urlparse(self.path)
+            n = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(n) if n else b""
+            body = json.loads(raw) if raw else None
+            status, answer = fake.handle(self.command, url.path, parse_qs(url.query), body)
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_DELETE = _any
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_port}"
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -1,0 +1,159 @@
+"""GCP provisioning against a local Compute Engine REST endpoint with anonymous credentials:
+the request bodies (accelerators, user-data, labels, scheduling, firewall rules), failover on
+ZONE_RESOURCE_POOL_EXHAUSTED and QUOTA_EXCEEDED, idempotency, and down."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+pytest.importorskip("google.cloud.compute_v1")
+
+from google.auth.credentials import AnonymousCredentials  # noqa: E402
+
+import advisor  # noqa: E402
+from advisor.errors import OperationError  # noqa: E402
+from advisor.provision import down, provision, status  # noqa: E402
+from advisor.providers.gcp import GcpProvider  # noqa: E402
+from advisor.state import Store  # noqa: E402
+from tests.providers.fake_gcp import FakeCompute, serve  # noqa: E402
+
+EXHAUSTED = ("ZONE_RESOURCE_POOL_EXHAUSTED",
+             "The zone 'projects/proj/zones/us-central1-a' does not have enough resources "
+             "available to fulfill the request.  Try a different zone, or try again later.", 503)
+QUOTA = ("QUOTA_EXCEEDED", "Quota 'NVIDIA_L4_GPUS' exceeded.  Limit: 0.0 in region "
+         "us-central1.", 403)
+
+
+@pytest.fixture
+def fake():
+    f = FakeCompute(zones={"g2-standard-8": ["us-central1-a", "us-central1-b", "us-east4-c"],
+                           "n1-standard-32": ["us-central1-a"]})
+    with serve(f) as url:
+        f.url = url
+        yield f
+
+
+def gcp(fake) -> GcpProvider:
+    return GcpProvider(project="proj", credentials=AnonymousCredentials(), endpoint=fake.url)
+
+
+def inserts(fake, kind="instances"):
+    return [(p, b) for m, p, b in fake.requests if m == "POST" and p.split("?")[0].endswith(kind)]
+
+
+def test_launch_sends_the_exact_body(fake, tmp_path):
+    store = Store(tmp_path / "s.db")
+    res = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="l4-box",
+                    providers={"gcp": gcp(fake)}, store=store)
+    assert res.status == "launched" and res.zone == "us-central1-a"
+    [(path, body)] = inserts(fake)
+    rid = path.split("requestId=")[1]
+    assert uuid.UUID(rid).version == 5  # deterministic: the same launch, the same id
+    assert body["machineType"] == "zones/us-central1-a/machineTypes/g2-standard-8"
+    assert "guestAccelerators" not in body  # G2 bundles its L4
+    assert body["scheduling"] == {"onHostMaintenance": "TERMINATE", "automaticRestart": True}
+    assert body["labels"]["advisor-deployment"] == "l4-box"
+    assert body["tags"]["items"] == ["advisor-l4-box"]
+    meta = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+    dry = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="l4-box",
+                    dry_run=True)
+    assert meta["user-data"] == dry.user_data and meta["user-data"].startswith("#cloud-config")
+    disk = body["disks"][0]["initializeParams"]
+    assert int(disk["diskSizeGb"]) >= 100 and "ubuntu-accelerator" in disk["sourceImage"]
+    assert inserts(fake, "firewalls") == []  # nothing opened without --allow-cidr
+    assert res.instances[0].public_ip == "198.51.100.7"
+
+    # the same name again: found by label, nothing inserted
+    again = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="l4-box",
+                      providers={"gcp": gcp(fake)}, store=store)
+    assert again.status == "exists" and len(inserts(fake)) == 1
+
+    gone = down("l4-box", providers={"gcp": gcp(fake)}, store=store)
+    assert gone.removed == ["l4-box"] and fake.instances == {}
+    assert status("l4-box", store=store)[0].status == "down"
+
+
+def test_spot_and_firewall_rules(fake, tmp_path):
+    provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="spotty", spot=True,
+              allow_cidrs=["203.0.113.0/24"], ssh_cidrs=["198.51.100.7/32"],
+              providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+    [(_, body)] = inserts(fake)
+    assert body["scheduling"]["provisioningModel"] == "SPOT"
+    assert body["scheduling"]["instanceTerminationAction"] == "DELETE"
+    rules = {r["name"]: r for r in fake.firewalls.values()}
+    assert set(rules) == {"advisor-spotty-vllm", "advisor-spotty-ssh"}
+    vllm = rules["advisor-spotty-vllm"]
+    assert vllm["sourceRanges"] == ["203.0.113.0/24"] and vllm["targetTags"] == ["advisor-spotty"]
+    assert vllm["allowed"] == [{"IPProtocol": "tcp", "ports": ["8000"]}]
+    assert rules["advisor-spotty-ssh"]["sourceRanges"] == ["198.51.100.7/32"]
+    assert all("0.0.0.0/0" not in r["sourceRanges"] for r in rules.values())
+    down("spotty", providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+    assert fake.firewalls == {} and fake.instances == {}
+
+
+def test_exhausted_zone_moves_on(fake, tmp_path):
+    fake.fail["us-central1-a"] = EXHAUSTED
+    res = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="moved",
+                    providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+    assert res.zone == "us-central1-b"
+    a = res.attempts[0]
+    assert (a.zone, a.outcome, a.code) == ("us-central1-a", "capacity",
+                                           "ZONE_RESOURCE_POOL_EXHAUSTED")
+
+
+def test_quota_exceeded_skips_the_region(fake, tmp_path):
+    fake.fail["us-central1-a"] = QUOTA
+    res = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="quota",
+                    regions=["us-central1", "us-east4"], providers={"gcp": gcp(fake)},
+                    store=Store(tmp_path / "s.db"))
+    assert res.region == "us-east4" and res.zone == "us-east4-c"
+    zones_tried = [p.split("/zones/")[1].split("/")[0] for p, _ in inserts(fake)]
+    assert zones_tried == ["us-central1-a", "us-east4-c"]  # us-central1-b never tried
+    assert (res.attempts[0].outcome, res.attempts[0].code) == ("quota", "QUOTA_EXCEEDED")
+
+
+def test_quota_check_reads_the_regions_gpu_quota(fake, tmp_path):
+    fake.quotas["us-central1"] = [{"metric": "NVIDIA_L4_GPUS", "limit": 0.0, "usage": 0.0},
+                                  {"metric": "CPUS", "limit": 24.0, "usage": 0.0}]
+    fake.quotas["us-east4"] = [{"metric": "NVIDIA_L4_GPUS", "limit": 4.0, "usage": 1.0}]
+    res = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="checked",
+                    regions=["us-central1", "us-east4"], providers={"gcp": gcp(fake)},
+                    store=Store(tmp_path / "s.db"))
+    assert res.region == "us-east4"
+    assert res.attempts[0].code == "QuotaCheck" and "NVIDIA_L4_GPUS" in res.attempts[0].detail
+    assert all("us-central1" not in p for p, _ in inserts(fake))
+
+
+def test_n1_with_a_t4_gets_guest_accelerators(fake, tmp_path, make_catalog):
+    cat_dir = make_catalog({"instances/gcp.yaml": """
+        schema_version: 1
+        provider: gcp
+        instances:
+          - name: n1-standard-32
+            vcpus: 32
+            memory_gib: 120
+            gpu: {model: T4, count: 4}
+            price: {on_demand_usd_per_hour: 2.92, region: us-central1, as_of: 2026-12-01}
+            regions: [us-central1]
+            sources:
+              default: {source: "test fixture", as_of: 2026-12-01, confidence: inferred}
+    """})
+    cat = advisor.load_catalog([cat_dir])
+    provision("llama-3-8b", 4096, instance="gcp:n1-standard-32", name="n1-t4", catalog=cat,
+              providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+    [(_, body)] = inserts(fake)
+    assert body["guestAccelerators"] == [{
+        "acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
+        "acceleratorCount": 4}]
+
+
+def test_every_zone_exhausted_fails_and_leaves_no_firewall(fake, tmp_path):
+    fake.fail["us-central1-a"] = fake.fail["us-central1-b"] = EXHAUSTED
+    store = Store(tmp_path / "s.db")
+    with pytest.raises(OperationError, match="no candidate"):
+        provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="nothing",
+                  allow_cidrs=["203.0.113.0/24"], providers={"gcp": gcp(fake)}, store=store)
+    assert fake.instances == {} and fake.firewalls == {}
+    assert store.require("nothing").status == "failed"
