@@ -6,6 +6,7 @@ The SDK surface. Everything the CLI does is callable from here::
     cat = advisor.load_catalog()
     cat.instance("aws:p5.48xlarge")
     result, spec, _ = advisor.fit("llama-3-8b", "H100-SXM", max_model_len=8192)
+    advisor.provision("llama-3-8b", 8192, provider="aws", dry_run=True).requests
 """
 
 from advisor.catalog import (
@@ -36,13 +37,28 @@ from advisor.sizing import FitRequest, MemoryFit
 
 __version__ = "0.1.0"
 
+#: provisioning (state file, provider protocol) loads on first use: ``advisor recommend`` and
+#: the catalog commands never pay for it
+_LAZY = {"Attempt", "DownResult", "ProvisionResult", "down", "provision", "status"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from advisor import provisioning
+
+        return getattr(provisioning, name)
+    raise AttributeError(f"module 'advisor' has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_VLLM_VERSION",
     "AdvisorError",
+    "Attempt",
     "Catalog",
     "CatalogError",
     "Constraints",
     "Cpu",
+    "DownResult",
     "EngineProfile",
     "FitRequest",
     "Gpu",
@@ -55,18 +71,22 @@ __all__ = [
     "OperationError",
     "Problem",
     "Provenance",
+    "ProvisionResult",
     "Recommendation",
     "Rejection",
     "Request",
     "UserInputError",
     "__version__",
+    "down",
     "engine_profile",
     "estimate",
     "fit",
     "load_catalog",
     "model_config",
     "model_spec",
+    "provision",
     "recommend",
     "spec_from_config",
+    "status",
     "validate_catalog",
 ]

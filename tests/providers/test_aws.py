@@ -17,8 +17,8 @@ from urllib.parse import parse_qs
 import pytest
 import yaml
 
-from advisor.provision import provision
 from advisor.providers.aws import AwsProvider, sg_name
+from advisor.provisioning import provision
 from advisor.state import Store
 from tests.providers.conftest import answer, ec2_error
 
@@ -153,7 +153,7 @@ def test_bad_input_launches_nothing(aws):
 
 
 def test_dry_run_calls_nothing_and_imports_no_sdk(tmp_path):
-    code = ("import sys, json; import advisor.provision as p; "
+    code = ("import sys, json; import advisor.provisioning as p; "
             "r = p.provision('llama-3-8b', 8192, instance='aws:g6e.xlarge', name='dry', "
             "dry_run=True); print(json.dumps(r.model_dump())); "
             "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules")

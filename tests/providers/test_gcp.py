@@ -14,8 +14,8 @@ from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 import advisor  # noqa: E402
 from advisor.errors import OperationError  # noqa: E402
-from advisor.provision import down, provision, status  # noqa: E402
 from advisor.providers.gcp import GcpProvider  # noqa: E402
+from advisor.provisioning import down, provision, status  # noqa: E402
 from advisor.state import Store  # noqa: E402
 from tests.providers.fake_gcp import FakeCompute, serve  # noqa: E402
 

@@ -92,7 +92,7 @@ def provision_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Launch the recommended instance with vLLM running NUMA-bound on it."""
-    from advisor.provision import provision
+    from advisor.provisioning import provision
 
     result = provision(
         model, ctx, provider=provider, instance=instance, regions=region, name=name, spot=spot,
@@ -137,7 +137,7 @@ def status_cmd(
     json: JsonFlag = False,
 ) -> None:
     """The deployments advisor launched, their instances and (for one) its history."""
-    from advisor.provision import status
+    from advisor.provisioning import status
     from advisor.state import Store
 
     store = Store()
@@ -170,7 +170,7 @@ def down_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Terminate a deployment's instances and remove its firewall rules."""
-    from advisor.provision import down
+    from advisor.provisioning import down
 
     result = down(name, confirm=_confirm(yes), progress=None if json else out.progress,
                   provider_options=_options(project, resource_group, subscription))

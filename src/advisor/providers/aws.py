@@ -308,7 +308,8 @@ class AwsProvider:
                           Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"]
         if not vpcs:
             raise CloudError("aws", "NoDefaultVpc", f"{spec.region} has no default VPC",
-                             "region", kind="error", hint="create one with 'aws ec2 create-default-vpc'")
+                             "region", kind="error",
+                             hint="create one with 'aws ec2 create-default-vpc'")
         vpc = vpcs[0]["VpcId"]
         out = [ResourceRow(kind="security-group", id=self._security_group(spec, vpc),
                            region=spec.region)]

@@ -85,6 +85,7 @@ def firewall_bodies(spec: LaunchSpec) -> list[dict[str, Any]]:
 
 
 def instance_body(spec: LaunchSpec, zone: str) -> dict[str, Any]:
+    dtype = spec.options.get("disk_type") or disk_type(spec.instance_type)
     body: dict[str, Any] = {
         "name": spec.vm_name,
         "machineType": f"zones/{zone}/machineTypes/{spec.instance_type}",
@@ -96,8 +97,7 @@ def instance_body(spec: LaunchSpec, zone: str) -> dict[str, Any]:
                    "initializeParams": {
                        "sourceImage": spec.image or IMAGE,
                        "diskSizeGb": str(spec.disk_gib),
-                       "diskType": f"zones/{zone}/diskTypes/"
-                                   f"{spec.options.get('disk_type') or disk_type(spec.instance_type)}",
+                       "diskType": f"zones/{zone}/diskTypes/{dtype}",
                        "labels": dict(spec.labels)}}],
         "networkInterfaces": [{
             "network": spec.options.get("network", "global/networks/default"),

@@ -146,13 +146,16 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
         if inst.provider not in ("aws", "gcp", "azure"):
             raise UserInputError(f"{inst.key} is not on a cloud advisor can provision",
                                  hint="use 'advisor render' for private machines")
+        # the layout does not depend on the price: rank on-demand, so that a type without a
+        # spot price in the catalog can still be launched as spot when the user names it
         recs = [r for r in recommend(model, ctx, catalog=catalog, providers=[inst.provider],
-                                     spot=spot, vllm_version=vllm_version, with_rejected=True)[0]
+                                     vllm_version=vllm_version, with_rejected=True)[0]
                 if r.instance == inst.name]
         if not recs:
             raise UserInputError(f"{model} cannot be served on {inst.key} at ctx {ctx}",
                                  hint="'advisor recommend --show-rejected' says why")
-        picks = [(inst, recs[0])]
+        usd = inst.price.spot_usd_per_hour if spot else recs[0].usd_per_hour
+        picks = [(inst, recs[0].model_copy(update={"usd_per_hour": usd}))]
     else:
         recs = recommend(model, ctx, catalog=catalog, providers=providers, spot=spot,
                          vllm_version=vllm_version)
@@ -163,8 +166,8 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
         wanted = regions or ([rec.region] if rec.region else offered[:1])
         weights = rec.fit.weights_gib * rec.plan.tp * rec.plan.pp
         for region in wanted:
-            out.append((inst, rec.plan.tp, rec.plan.replicas, region, rec.usd_per_hour,
-                        weights))
+            out.append((inst, rec.plan.tp, rec.plan.replicas, region,
+                        rec.usd_per_hour or None, weights))
     return out
 
 

@@ -1,0 +1,438 @@
+"""Azure backend (azure-mgmt-compute, azure-mgmt-network, azure-mgmt-resource and
+azure-identity's DefaultAzureCredential, all imported on first use).
+
+One deployment is, in resource group ``advisor-<name>`` (or ``--resource-group``): a network
+security group ``advisor-<name>-nsg`` with allow rules only for ``--allow-cidr`` (the vLLM
+ports) and ``--ssh-cidr`` (22) — everything else inbound stays denied by Azure's default rules —
+a virtual network whose subnet carries that NSG, a static Standard public IP (outbound access
+for pip and the model download), a NIC, and the VM: the GPU size, Microsoft's Ubuntu HPC image
+(NVIDIA driver preinstalled, from Azure/azhpc-images), a Premium SSD OS disk sized for the
+weights, the rendered cloud-config as base64 ``customData``, a system-assigned identity for
+reading the API key from Key Vault, tags on everything, and Spot with eviction = Delete as an
+option. The NIC, public IP and OS disk are deleted with the VM (``deleteOption: Delete``).
+
+SSH: Azure requires a key for a Linux VM without a password. ``ssh_public_key`` supplies one;
+without it advisor generates a key pair and throws the private half away, so nobody can log in
+(and port 22 is closed unless ``--ssh-cidr`` opens it).
+
+``transport``, ``credential`` and ``polling_interval`` are the seams the tests use.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from advisor.errors import UserInputError
+from advisor.providers.base import TAG_DEPLOYMENT, CloudError, LaunchSpec, QuotaStatus
+from advisor.state import InstanceRow, ResourceRow
+
+#: Azure/azhpc-images: Ubuntu 22.04 HPC image with the NVIDIA driver, CUDA and NCCL
+IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204",
+         "version": "latest"}
+ADMIN = "azureuser"
+CAPACITY = {"ZonalAllocationFailed", "AllocationFailed", "OverconstrainedAllocationRequest",
+            "OverconstrainedZonalAllocationRequest", "SkuNotAvailable",
+            "AllocationFailedVMSeriesNotAvailable", "SpotVMAllocationFailed"}
+QUOTA = {"QuotaExceeded", "OperationNotAllowed", "SpotQuotaExceeded",
+         "ResourceQuotaExceeded", "InsufficientQuota"}
+AUTH = {"AuthorizationFailed", "InvalidAuthenticationToken", "AuthenticationFailed",
+        "InvalidAuthenticationTokenTenant", "LinkedAuthorizationFailed", "SubscriptionNotFound"}
+POWER = {"running": "running", "starting": "starting", "stopped": "stopped",
+         "stopping": "stopping", "deallocated": "stopped", "deallocating": "stopping"}
+
+
+def _sdk() -> tuple[Any, Any, Any]:
+    try:
+        from azure.mgmt.compute import ComputeManagementClient
+        from azure.mgmt.network import NetworkManagementClient
+        try:  # azure-mgmt-resource >= 24 moved it into a sub-package
+            from azure.mgmt.resource.resources import ResourceManagementClient
+        except ImportError:
+            from azure.mgmt.resource import ResourceManagementClient
+    except ModuleNotFoundError as exc:
+        raise UserInputError(f"the azure SDK is not installed ({exc.name})",
+                             hint="pip install 'advisor[azure]'") from exc
+    return ComputeManagementClient, NetworkManagementClient, ResourceManagementClient
+
+
+def names(deployment: str) -> dict[str, str]:
+    return {"vm": deployment, "nic": f"{deployment}-nic", "ip": f"{deployment}-ip",
+            "nsg": f"advisor-{deployment}-nsg", "vnet": f"advisor-{deployment}-vnet",
+            "rg": f"advisor-{deployment}"}
+
+
+def throwaway_ssh_key() -> str:
+    """An RSA public key whose private half is never kept."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+    pub = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                        serialization.PublicFormat.OpenSSH)
+    return pub.decode() + " advisor-throwaway"
+
+
+def _image_ref(image: str | None) -> dict[str, str]:
+    if image is None:
+        return dict(IMAGE)
+    if image.startswith("/subscriptions/"):
+        return {"id": image}
+    parts = image.split(":")
+    if len(parts) != 4:
+        raise UserInputError(f"--image {image!r} is not an Azure image",
+                             hint="give PUBLISHER:OFFER:SKU:VERSION or an image resource id")
+    return dict(zip(("publisher", "offer", "sku", "version"), parts, strict=True))
+
+
+class AzureProvider:
+    name = "azure"
+
+    def __init__(self, subscription_id: str | None = None, credential: Any = None,
+                 resource_group: str | None = None, transport: Any = None,
+                 polling_interval: float | None = None, ssh_public_key: str | None = None,
+                 sleep: Callable[[float], None] = time.sleep, **_: Any) -> None:
+        self._subscription = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID")
+        self._credential = credential
+        self._rg = resource_group
+        self._transport = transport
+        self._poll = {} if polling_interval is None else {"polling_interval": polling_interval}
+        self._ssh_key = ssh_public_key
+        self.sleep = sleep
+        self._clients: dict[str, Any] = {}
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def subscription(self) -> str:
+        if not self._subscription:
+            raise UserInputError("no Azure subscription given",
+                                 hint="pass --subscription or set AZURE_SUBSCRIPTION_ID")
+        return self._subscription
+
+    def _client(self, kind: str) -> Any:
+        if kind not in self._clients:
+            compute, network, resource = _sdk()
+            if self._credential is None:
+                from azure.identity import DefaultAzureCredential
+
+                self._credential = DefaultAzureCredential()
+            kw: dict[str, Any] = {"transport": self._transport} if self._transport else {}
+            cls = {"compute": compute, "network": network, "resource": resource}[kind]
+            self._clients[kind] = cls(self._credential, self.subscription, **kw)
+        return self._clients[kind]
+
+    def rg(self, deployment: str) -> str:
+        return self._rg or names(deployment)["rg"]
+
+    def classify(self, exc: BaseException) -> BaseException:
+        from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
+
+        if isinstance(exc, CloudError | UserInputError):
+            return exc
+        if isinstance(exc, ClientAuthenticationError):
+            return CloudError("azure", "AuthenticationFailed", str(exc.message), "provider",
+                              hint="run 'az login' or set AZURE_CLIENT_ID/AZURE_TENANT_ID/"
+                              "AZURE_CLIENT_SECRET")
+        if not isinstance(exc, HttpResponseError):
+            try:
+                from azure.identity import CredentialUnavailableError
+            except ModuleNotFoundError:  # pragma: no cover
+                return exc
+            if isinstance(exc, CredentialUnavailableError):
+                return CloudError("azure", "NoCredentials", str(exc), "provider",
+                                  hint="run 'az login' or configure a service principal")
+            return exc
+        err = getattr(exc, "error", None)
+        code = str(getattr(err, "code", None) or getattr(exc, "reason", None) or "HttpError")
+        details = [str(getattr(d, "code", "")) for d in (getattr(err, "details", None) or [])]
+        msg = str(getattr(err, "message", None) or exc.message or exc)
+        codes = {code, *details}
+        if codes & CAPACITY:
+            return CloudError("azure", sorted(codes & CAPACITY)[0], msg, "zone")
+        if codes & QUOTA and (code != "OperationNotAllowed" or "quota" in msg.lower()):
+            return CloudError("azure", sorted(codes & QUOTA)[0], msg, "region",
+                              hint="request more vCPU quota for this VM family and region "
+                              "(Subscriptions > Usage + quotas)")
+        if codes & AUTH or exc.status_code in (401, 403):
+            return CloudError("azure", code, msg, "provider",
+                              hint="check the Azure role assignments of these credentials")
+        return CloudError("azure", code, msg, "fatal")
+
+    def _do(self, fn: Callable[..., Any], *a: Any, **kw: Any) -> Any:
+        try:
+            return fn(*a, **kw)
+        except Exception as exc:
+            raise self.classify(exc) from exc
+
+    def _put(self, ops: Any, *args: Any, body: dict[str, Any]) -> Any:
+        """begin_create_or_update with the exact JSON body, waited for."""
+        data = io.BytesIO(json.dumps(body).encode())
+        poller = self._do(ops.begin_create_or_update, *args, data,
+                          content_type="application/json", **self._poll)
+        return self._do(poller.result)
+
+    def _delete(self, ops: Any, *args: Any) -> bool:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            poller = ops.begin_delete(*args, **self._poll)
+            poller.result()
+            return True
+        except ResourceNotFoundError:
+            return False
+        except Exception as exc:
+            raise self.classify(exc) from exc
+
+    # -- bodies -----------------------------------------------------------------------------
+    def _ids(self, spec: LaunchSpec) -> dict[str, str]:
+        n = names(spec.deployment)
+        base = f"/subscriptions/{self._subscription or '<subscription>'}/resourceGroups/" \
+               f"{self.rg(spec.deployment)}/providers/Microsoft.Network"
+        return {"nsg": f"{base}/networkSecurityGroups/{n['nsg']}",
+                "subnet": f"{base}/virtualNetworks/{n['vnet']}/subnets/default",
+                "ip": f"{base}/publicIPAddresses/{n['ip']}",
+                "nic": f"{base}/networkInterfaces/{n['nic']}"}
+
+    def bodies(self, spec: LaunchSpec, zone: str | None, ssh_key: str) -> dict[str, Any]:
+        tags = dict(spec.labels)
+        ids = self._ids(spec)
+        lo, hi = min(spec.ports), max(spec.ports)
+        rules = []
+        for prio, (label, cidrs, ports) in enumerate(
+                (("vllm", spec.allow_cidrs, f"{lo}-{hi}" if hi > lo else str(lo)),
+                 ("ssh", spec.ssh_cidrs, "22"))):
+            if cidrs:
+                rules.append({"name": f"advisor-{label}", "properties": {
+                    "priority": 100 + 10 * prio, "direction": "Inbound", "access": "Allow",
+                    "protocol": "Tcp", "sourceAddressPrefixes": list(cidrs),
+                    "sourcePortRange": "*", "destinationAddressPrefix": "*",
+                    "destinationPortRange": ports}})
+        vm: dict[str, Any] = {
+            "location": spec.region, "tags": tags, "identity": {"type": "SystemAssigned"},
+            "properties": {
+                "hardwareProfile": {"vmSize": spec.instance_type},
+                "storageProfile": {
+                    "imageReference": _image_ref(spec.image),
+                    "osDisk": {"createOption": "FromImage", "diskSizeGB": spec.disk_gib,
+                               "managedDisk": {"storageAccountType": "Premium_LRS"},
+                               "deleteOption": "Delete"}},
+                "osProfile": {
+                    "computerName": spec.vm_name, "adminUsername": ADMIN,
+                    "customData": base64.b64encode(spec.user_data.encode()).decode(),
+                    "linuxConfiguration": {
+                        "disablePasswordAuthentication": True,
+                        "ssh": {"publicKeys": [{"path": f"/home/{ADMIN}/.ssh/authorized_keys",
+                                                "keyData": ssh_key}]}}},
+                "networkProfile": {"networkInterfaces": [
+                    {"id": ids["nic"], "properties": {"primary": True,
+                                                      "deleteOption": "Delete"}}]},
+            }}
+        if zone:
+            vm["zones"] = [zone]
+        if spec.spot:
+            vm["properties"].update({"priority": "Spot", "evictionPolicy": "Delete",
+                                     "billingProfile": {"maxPrice": -1}})
+        return {
+            "resourceGroup": {"location": spec.region, "tags": tags},
+            "networkSecurityGroup": {"location": spec.region, "tags": tags,
+                                     "properties": {"securityRules": rules}},
+            "virtualNetwork": {"location": spec.region, "tags": tags, "properties": {
+                "addressSpace": {"addressPrefixes": ["10.42.0.0/16"]},
+                "subnets": [{"name": "default", "properties": {
+                    "addressPrefix": "10.42.0.0/24",
+                    "networkSecurityGroup": {"id": ids["nsg"]}}}]}},
+            "publicIPAddress": {"location": spec.region, "tags": tags,
+                                "sku": {"name": "Standard"},
+                                "properties": {"publicIPAllocationMethod": "Static"}},
+            "networkInterface": {"location": spec.region, "tags": tags, "properties": {
+                "networkSecurityGroup": {"id": ids["nsg"]},
+                "ipConfigurations": [{"name": "ipconfig1", "properties": {
+                    "subnet": {"id": ids["subnet"]},
+                    "publicIPAddress": {"id": ids["ip"],
+                                        "properties": {"deleteOption": "Delete"}}}}]}},
+            "virtualMachine": vm,
+        }
+
+    def request(self, spec: LaunchSpec, zone: str | None) -> dict[str, Any]:
+        n = names(spec.deployment)
+        rg = self.rg(spec.deployment)
+        b = self.bodies(spec, zone, self._ssh_key or "<generated RSA public key; the private "
+                        "half is discarded>")
+        calls = [
+            {"call": "resource.resource_groups.create_or_update", "name": rg,
+             "body": b["resourceGroup"]},
+            {"call": "network.network_security_groups.begin_create_or_update",
+             "name": n["nsg"], "body": b["networkSecurityGroup"]},
+            {"call": "network.virtual_networks.begin_create_or_update", "name": n["vnet"],
+             "body": b["virtualNetwork"]},
+            {"call": "network.public_ip_addresses.begin_create_or_update", "name": n["ip"],
+             "body": b["publicIPAddress"]},
+            {"call": "network.network_interfaces.begin_create_or_update", "name": n["nic"],
+             "body": b["networkInterface"]},
+            {"call": "compute.virtual_machines.begin_create_or_update", "name": n["vm"],
+             "body": b["virtualMachine"]}]
+        return {"provider": "azure", "subscription": self._subscription or "<subscription>",
+                "resource_group": rg, "region": spec.region, "zone": zone, "calls": calls}
+
+    # -- look-ups ---------------------------------------------------------------------------
+    def _sku(self, spec: LaunchSpec) -> Any:
+        skus = self._do(self._client("compute").resource_skus.list,
+                        filter=f"location eq '{spec.region}'")
+        for s in skus:
+            if s.resource_type == "virtualMachines" and s.name == spec.instance_type:
+                return s
+        return None
+
+    def zones(self, spec: LaunchSpec) -> list[str | None]:
+        sku = self._sku(spec)
+        if sku is None:
+            return []
+        blocked_zones: set[str] = set()
+        for r in sku.restrictions or []:
+            if str(r.type).lower().endswith("location"):
+                return []  # NotAvailableForSubscription in this region
+            for info in (r.restriction_info.zones or []) if r.restriction_info else []:
+                blocked_zones.add(info)
+        zones: list[str] = []
+        for info in sku.location_info or []:
+            if str(info.location).lower() == spec.region.lower():
+                zones += [z for z in (info.zones or []) if z not in blocked_zones]
+        return list(sorted(zones)) or [None]
+
+    def check_quota(self, spec: LaunchSpec) -> QuotaStatus:
+        try:
+            sku = self._sku(spec)
+            family = "lowPriorityCores" if spec.spot else (sku.family if sku else None)
+            if family is None:
+                return QuotaStatus(checked=False, detail="VM family unknown")
+            usages = list(self._client("compute").usage.list(spec.region))
+        except Exception as exc:
+            return QuotaStatus(checked=False, detail=f"quota not readable: "
+                               f"{' '.join(str(exc).split())[:200]}")
+        for u in usages:
+            if u.name.value == family:
+                free = u.limit - u.current_value
+                if free < spec.vcpus:
+                    return QuotaStatus(checked=True, ok=False, detail=(
+                        f"quota {family} in {spec.region} allows {u.limit} vCPUs, "
+                        f"{u.current_value} in use: {spec.instance_type} needs {spec.vcpus}"))
+                return QuotaStatus(checked=True, detail=f"quota {family}: {free} of {u.limit} "
+                                   "vCPUs free")
+        return QuotaStatus(checked=False, detail=f"{family} not listed for {spec.region}")
+
+    def find(self, deployment: str, region: str) -> list[InstanceRow]:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        compute = self._client("compute")
+        rg = self.rg(deployment)
+        try:
+            vms = list(compute.virtual_machines.list(rg))
+        except ResourceNotFoundError:
+            return []  # no resource group: nothing was ever made
+        except Exception as exc:
+            raise self.classify(exc) from exc
+        out = []
+        for vm in vms:
+            if (vm.tags or {}).get(TAG_DEPLOYMENT) != deployment:
+                continue
+            if str(vm.location).lower() != region.lower():
+                continue
+            out.append(self._row(vm, rg, region))
+        return out
+
+    def _row(self, vm: Any, rg: str, region: str) -> InstanceRow:
+        state = str(getattr(vm.properties, "provisioning_state", None) or "unknown").lower()
+        if state == "succeeded":
+            view = self._do(self._client("compute").virtual_machines.instance_view, rg, vm.name)
+            for s in view.statuses or []:
+                if str(s.code).startswith("PowerState/"):
+                    state = POWER.get(s.code.split("/", 1)[1], s.code.split("/", 1)[1])
+        public = None
+        try:
+            ip = self._client("network").public_ip_addresses.get(rg, names(vm.name)["ip"])
+            public = getattr(ip.properties, "ip_address", None)
+        except Exception:  # no public IP (yet): not an error for a listing
+            public = None
+        zones = list(vm.zones or [])
+        return InstanceRow(id=str(vm.name), provider="azure", region=region,
+                           zone=zones[0] if zones else None,
+                           instance_type=str(vm.properties.hardware_profile.vm_size),
+                           state=state, public_ip=public)
+
+    # -- changes ----------------------------------------------------------------------------
+    def ensure_network(self, spec: LaunchSpec) -> list[ResourceRow]:
+        n = names(spec.deployment)
+        rg = self.rg(spec.deployment)
+        b = self.bodies(spec, None, "-")
+        resource = self._client("resource")
+        self._do(resource.resource_groups.create_or_update, rg,
+                 io.BytesIO(json.dumps(b["resourceGroup"]).encode()),
+                 content_type="application/json")
+        network = self._client("network")
+        self._put(network.network_security_groups, rg, n["nsg"], body=b["networkSecurityGroup"])
+        self._put(network.virtual_networks, rg, n["vnet"], body=b["virtualNetwork"])
+        return [ResourceRow(kind="network-security-group", id=n["nsg"], region=spec.region),
+                ResourceRow(kind="virtual-network", id=n["vnet"], region=spec.region),
+                ResourceRow(kind="resource-group", id=rg, region=spec.region)]
+
+    def launch(self, spec: LaunchSpec, zone: str | None) -> InstanceRow:
+        n = names(spec.deployment)
+        rg = self.rg(spec.deployment)
+        key = self._ssh_key or throwaway_ssh_key()
+        b = self.bodies(spec, zone, key)
+        network = self._client("network")
+        self._put(network.public_ip_addresses, rg, n["ip"], body=b["publicIPAddress"])
+        self._put(network.network_interfaces, rg, n["nic"], body=b["networkInterface"])
+        vms = self._client("compute").virtual_machines
+        try:
+            vm = self._put(vms, rg, n["vm"], body=b["virtualMachine"])
+        except CloudError as err:
+            if err.scope == "zone":
+                # a failed allocation leaves the VM resource behind in state Failed, and its
+                # zone cannot be changed: remove it so the next zone starts clean
+                self._delete(vms, rg, n["vm"])
+            raise
+        return self._row(vm, rg, spec.region)
+
+    def terminate(self, deployment: str, region: str) -> list[str]:
+        n = names(deployment)
+        rg = self.rg(deployment)
+        compute, network = self._client("compute"), self._client("network")
+        removed = []
+        for i in self.find(deployment, region):
+            if self._delete(compute.virtual_machines, rg, i.id):
+                removed.append(i.id)
+        for ops, key in ((network.network_interfaces, "nic"),
+                         (network.public_ip_addresses, "ip"),
+                         (network.virtual_networks, "vnet"),
+                         (network.network_security_groups, "nsg")):
+            if self._owned(ops, rg, n[key], deployment) and self._delete(ops, rg, n[key]):
+                removed.append(n[key])
+        if self._rg is None:  # the resource group is advisor's own: remove it when empty
+            resource = self._client("resource")
+            try:
+                group = resource.resource_groups.get(rg)
+            except Exception:
+                group = None
+            if group is not None and (group.tags or {}).get(TAG_DEPLOYMENT) == deployment:
+                left = list(resource.resources.list_by_resource_group(rg))
+                if not left:
+                    self._delete(resource.resource_groups, rg)
+                    removed.append(f"resource-group:{rg}")
+        return removed
+
+    def _owned(self, ops: Any, rg: str, name: str, deployment: str) -> bool:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            res = ops.get(rg, name)
+        except ResourceNotFoundError:
+            return False
+        except Exception as exc:
+            raise self.classify(exc) from exc
+        return bool((res.tags or {}).get(TAG_DEPLOYMENT) == deployment)

@@ -1,0 +1,165 @@
+"""An in-memory Azure Resource Manager behind a custom transport: a ``requests`` adapter that
+azure-core's RequestsTransport sends through, so the real SDK code runs and nothing leaves the
+process. PUTs answer 201 with an ``Azure-AsyncOperation`` URL that the poller reads (Succeeded,
+or Failed with the error ARM would give), DELETEs 202 with a ``Location`` to poll; resource
+SKUs and usages answer in the shape ``resource_skus.list`` and ``usage.list`` read."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import requests
+from azure.core.credentials import AccessToken
+from requests.adapters import BaseAdapter
+from requests.structures import CaseInsensitiveDict
+
+HOST = "https://management.azure.com"
+
+
+class FakeCredential:
+    def get_token(self, *scopes: str, **_: Any) -> AccessToken:
+        return AccessToken("fake-token-for-tests", int(time.time()) + 3600)
+
+
+class FakeArm(BaseAdapter):
+    def __init__(self, skus: list[dict[str, Any]] | None = None,
+                 usages: dict[str, list[dict[str, Any]]] | None = None) -> None:
+        super().__init__()
+        self.resources: dict[str, dict[str, Any]] = {}
+        self.skus = skus or []
+        self.usages = usages or {}
+        #: zone -> (code, message) to fail VM creation in
+        self.fail_zones: dict[str, tuple[str, str]] = {}
+        #: what was sent: (method, path, json body)
+        self.log: list[tuple[str, str, Any]] = []
+        self._ops: dict[str, dict[str, Any]] = {}
+
+    # -- helpers ----------------------------------------------------------------------------
+    def puts(self, kind: str) -> list[dict[str, Any]]:
+        return [b for m, p, b in self.log if m == "PUT" and f"/{kind.lower()}/" in p.lower()]
+
+    def _op(self, body: dict[str, Any]) -> str:
+        name = f"op{len(self._ops) + 1}"
+        self._ops[name] = body
+        return f"{HOST}/fake-operations/{name}?api-version=2024-01-01"
+
+    @staticmethod
+    def _response(req: Any, status: int, body: Any = None,
+                  headers: dict[str, str] | None = None) -> requests.Response:
+        r = requests.Response()
+        r.status_code = status
+        data = b"" if body is None else json.dumps(body).encode()
+        r._content = data
+        r.raw = io.BytesIO(data)
+        r.headers = CaseInsensitiveDict({"Content-Type": "application/json",
+                                         "Content-Length": str(len(data)), **(headers or {})})
+        r.url = req.url
+        r.request = req
+        r.encoding = "utf-8"
+        r.reason = {200: "OK", 201: "Created", 202: "Accepted", 404: "Not Found"}.get(status, "")
+        return r
+
+    def close(self) -> None:
+        pass
+
+    # -- ARM --------------------------------------------------------------------------------
+    def send(self, request: Any, **_: Any) -> requests.Response:  # type: ignore[override]
+        url = urlparse(request.url)
+        assert url.hostname == "management.azure.com", request.url  # nothing goes elsewhere
+        path = url.path
+        key = path.lower().rstrip("/")
+        q = parse_qs(url.query)
+        raw = request.body
+        if hasattr(raw, "read"):  # the SDK streams an IO[bytes] body as it is
+            pos = raw.tell()
+            data = raw.read()
+            raw.seek(pos)
+            raw = data
+        body = json.loads(raw) if raw else None
+        self.log.append((request.method, path, body))
+        m = request.method
+        if key.startswith("/fake-operations/"):
+            op = self._ops[key.rsplit("/", 1)[1]]
+            if op.get("delete"):
+                self.resources.pop(op["delete"], None)
+                return self._response(request, 200, {})
+            return self._response(request, 200, op)
+        if key.endswith("/providers/microsoft.compute/skus"):
+            loc = re.search(r"location eq '([^']+)'", q.get("$filter", [""])[0])
+            value = [s for s in self.skus if not loc or loc.group(1) in s["locations"]]
+            return self._response(request, 200, {"value": value})
+        if u := re.search(r"/locations/([^/]+)/usages$", key):
+            return self._response(request, 200, {"value": self.usages.get(u.group(1), [])})
+        if key.endswith("/instanceview"):
+            vm = self.resources.get(key.rsplit("/", 1)[0])
+            if vm is None:
+                return self._not_found(request, key)
+            return self._response(request, 200, {"statuses": [
+                {"code": "ProvisioningState/succeeded"}, {"code": "PowerState/running"}]})
+        if m == "GET" and re.search(r"/resourcegroups/[^/]+/resources$", key):
+            rg = key.rsplit("/resources", 1)[0] + "/"
+            return self._response(request, 200, {"value": [
+                v for k, v in self.resources.items() if k.startswith(rg + "providers/")]})
+        if m == "GET" and re.search(r"/providers/microsoft\.[a-z]+/[a-z]+$", key) and \
+                "/resourcegroups/" in key:
+            prefix = key + "/"
+            return self._response(request, 200, {"value": [
+                v for k, v in self.resources.items()
+                if k.startswith(prefix) and "/" not in k[len(prefix):]]})
+        if m == "PUT":
+            return self._put(request, path, key, body or {})
+        if m == "GET":
+            if key not in self.resources:
+                return self._not_found(request, key)
+            return self._response(request, 200, self.resources[key])
+        if m == "DELETE":
+            if key not in self.resources:
+                return self._response(request, 204)
+            return self._response(request, 202, None,
+                                  {"Location": self._op({"delete": key}), "Retry-After": "0"})
+        return self._response(request, 400, {"error": {"code": "BadRequest",
+                                                       "message": f"no route {m} {path}"}})
+
+    def _not_found(self, request: Any, key: str) -> requests.Response:
+        code = "ResourceGroupNotFound" if key.count("/") <= 4 else "ResourceNotFound"
+        return self._response(request, 404, {"error": {"code": code,
+                                                       "message": f"{key} was not found"}})
+
+    def _put(self, request: Any, path: str, key: str, body: dict[str, Any]) -> requests.Response:
+        name = path.rstrip("/").rsplit("/", 1)[1]
+        stored = {**body, "id": path, "name": name}
+        props = dict(stored.get("properties") or {})
+        is_rg = re.fullmatch(r"/subscriptions/[^/]+/resourcegroups/[^/]+", key) is not None
+        if is_rg:
+            stored["properties"] = {"provisioningState": "Succeeded"}
+            self.resources[key] = stored
+            return self._response(request, 201, stored)
+        zone = (body.get("zones") or [None])[0]
+        failure = self.fail_zones.get(zone) if "/virtualmachines/" in key else None
+        if "/publicipaddresses/" in key:
+            props["ipAddress"] = "203.0.113.50"
+        if "/virtualmachines/" in key:
+            props["vmId"] = "00000000-0000-0000-0000-000000000001"
+        props["provisioningState"] = "Failed" if failure else "Succeeded"
+        stored["properties"] = props
+        self.resources[key] = stored
+        op: dict[str, Any] = {"status": "Succeeded"}
+        if failure:
+            op = {"status": "Failed", "error": {"code": failure[0], "message": failure[1]}}
+        answer = {**stored, "properties": {**props, "provisioningState": "Creating"}}
+        return self._response(request, 201, answer,
+                              {"Azure-AsyncOperation": self._op(op), "Retry-After": "0"})
+
+
+def transport(arm: FakeArm) -> Any:
+    from azure.core.pipeline.transport import RequestsTransport
+
+    session = requests.Session()
+    session.mount("https://", arm)
+    session.mount("http://", arm)
+    return RequestsTransport(session=session, session_owner=False)

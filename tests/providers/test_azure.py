@@ -1,0 +1,128 @@
+"""Azure provisioning through a custom transport serving ARM's PUTs and their long-running
+operation polls (polling_interval=0): the VM, NIC, NSG and VNet bodies (size, base64 custom
+data, tags, narrow rules), failover on ZonalAllocationFailed and quota, idempotency, down."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+pytest.importorskip("azure.mgmt.compute")
+pytest.importorskip("azure.mgmt.network")
+
+from advisor.errors import OperationError  # noqa: E402
+from advisor.providers.azure import AzureProvider  # noqa: E402
+from advisor.provisioning import down, provision  # noqa: E402
+from advisor.state import Store  # noqa: E402
+from tests.providers.fake_azure import FakeArm, FakeCredential, transport  # noqa: E402
+
+SIZE = "Standard_NC40ads_H100_v5"
+FAMILY = "standardNCADSH100v5Family"
+KEY_REF = "azure-kv:advisor-vault/vllm-api-key"
+ZONAL = ("ZonalAllocationFailed", "Allocation failed. We do not have sufficient capacity for the "
+         "requested VM size in this zone. Read more about improving likelihood of allocation "
+         "success at http://aka.ms/allocation-guidance")
+
+
+def sku(region: str, zones=("1", "2", "3")) -> dict:
+    return {"resourceType": "virtualMachines", "name": SIZE, "tier": "Standard",
+            "family": FAMILY, "locations": [region],
+            "locationInfo": [{"location": region, "zones": list(zones)}], "restrictions": []}
+
+
+@pytest.fixture
+def arm():
+    return FakeArm(skus=[sku("eastus"), sku("eastus2", ("1",))])
+
+
+def azure(arm) -> AzureProvider:
+    return AzureProvider(subscription_id="00000000-0000-0000-0000-00000000abcd",
+                         credential=FakeCredential(), transport=transport(arm),
+                         polling_interval=0)
+
+
+def launch(arm, tmp_path, name="h100-nvl", **kw):
+    return provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name=name,
+                     api_key_ref=KEY_REF, providers={"azure": azure(arm)},
+                     store=Store(tmp_path / "s.db"), **kw)
+
+
+def test_vm_body_and_network(arm, tmp_path):
+    res = launch(arm, tmp_path)
+    assert res.status == "launched" and res.zone == "1"
+    [vm] = arm.puts("virtualMachines")
+    p = vm["properties"]
+    assert p["hardwareProfile"]["vmSize"] == SIZE and vm["zones"] == ["1"]
+    custom = base64.b64decode(p["osProfile"]["customData"]).decode()
+    dry = provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name="h100-nvl",
+                    api_key_ref=KEY_REF, dry_run=True)
+    assert custom == dry.user_data and custom.startswith("#cloud-config")
+    assert "azure-kv:advisor-vault/vllm-api-key" in custom  # a reference, not the key
+    assert vm["tags"]["advisor-deployment"] == "h100-nvl"
+    assert vm["identity"] == {"type": "SystemAssigned"}
+    lin = p["osProfile"]["linuxConfiguration"]
+    assert lin["disablePasswordAuthentication"] is True
+    assert lin["ssh"]["publicKeys"][0]["keyData"].startswith("ssh-rsa ")
+    assert p["storageProfile"]["osDisk"]["deleteOption"] == "Delete"
+    assert p["storageProfile"]["osDisk"]["diskSizeGB"] >= 100
+    [nsg] = arm.puts("networkSecurityGroups")
+    assert nsg["properties"]["securityRules"] == []  # Azure's defaults deny all inbound
+    [vnet] = arm.puts("virtualNetworks")
+    assert vnet["properties"]["subnets"][0]["properties"]["networkSecurityGroup"]["id"].endswith(
+        "/networkSecurityGroups/advisor-h100-nvl-nsg")
+    assert res.instances[0].public_ip == "203.0.113.50"
+    assert res.instances[0].state == "running"
+
+    again = launch(arm, tmp_path)
+    assert again.status == "exists" and len(arm.puts("virtualMachines")) == 1
+
+    gone = down("h100-nvl", providers={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
+    assert gone.removed[0] == "h100-nvl"
+    assert "advisor-h100-nvl-nsg" in gone.removed and "resource-group:advisor-h100-nvl" in \
+        gone.removed
+    assert arm.resources == {}
+
+
+def test_allow_cidr_rule_and_spot(arm, tmp_path):
+    launch(arm, tmp_path, name="open", allow_cidrs=["203.0.113.0/24"], spot=True)
+    [nsg] = arm.puts("networkSecurityGroups")
+    [rule] = nsg["properties"]["securityRules"]
+    assert rule["properties"]["sourceAddressPrefixes"] == ["203.0.113.0/24"]
+    assert rule["properties"]["destinationPortRange"] == "8000"
+    assert rule["properties"]["access"] == "Allow" and rule["properties"]["direction"] == \
+        "Inbound"
+    [vm] = arm.puts("virtualMachines")
+    assert vm["properties"]["priority"] == "Spot"
+    assert vm["properties"]["evictionPolicy"] == "Delete"
+
+
+def test_zonal_allocation_failure_moves_to_the_next_zone(arm, tmp_path):
+    arm.fail_zones["1"] = ZONAL
+    res = launch(arm, tmp_path, name="zonal")
+    assert res.zone == "2"
+    a = res.attempts[0]
+    assert (a.zone, a.outcome, a.code) == ("1", "capacity", "ZonalAllocationFailed")
+    # the failed VM was removed before zone 2 was tried: it cannot change zone in place
+    deletes = [p for m, p, _ in arm.log if m == "DELETE" and "virtualMachines" in p]
+    assert deletes and [vm["zones"] for vm in arm.puts("virtualMachines")] == [["1"], ["2"]]
+
+
+def test_quota_check_skips_the_region(arm, tmp_path):
+    arm.usages["eastus"] = [{"name": {"value": FAMILY, "localizedValue": "Standard NCADS H100 "
+                                      "v5 Family vCPUs"}, "currentValue": 0, "limit": 0,
+                             "unit": "Count"}]
+    res = launch(arm, tmp_path, name="quota", regions=["eastus", "eastus2"])
+    assert res.region == "eastus2" and res.zone == "1"
+    assert res.attempts[0].code == "QuotaCheck" and FAMILY in res.attempts[0].detail
+    assert all(vm["location"] == "eastus" or vm["location"] == "eastus2"
+               for vm in arm.puts("virtualMachines"))
+    assert [vm["location"] for vm in arm.puts("virtualMachines")] == ["eastus2"]
+
+
+def test_everything_full_leaves_nothing_behind(arm, tmp_path):
+    for z in ("1", "2", "3"):
+        arm.fail_zones[z] = ZONAL
+    with pytest.raises(OperationError, match="no candidate"):
+        launch(arm, tmp_path, name="full")
+    assert arm.resources == {}
