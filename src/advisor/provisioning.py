@@ -140,6 +140,13 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
     from advisor.fitting import recommend
 
     regions = regions or []
+    from advisor.catalog.schema import REGION
+
+    for r in regions:
+        if not REGION.match(r):
+            raise UserInputError(f"--region {r!r} is not a region name",
+                                 hint="use the cloud's own name, e.g. us-east-1, us-central1, "
+                                 "eastus")
     providers = [provider] if provider else ["aws", "gcp", "azure"]
     if instance is not None:
         inst = catalog.instance(instance)
@@ -269,9 +276,11 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     if confirm is not None and not confirm(summary):
         raise UserInputError("nothing launched: not confirmed", hint="pass --yes to skip the "
                              "question")
-    st.begin(name, first.provider, alias, ctx, {"model": repo, "vllm_version": vllm_version,
-                                                 "port": port, "api_key_ref":
-                                                 first.spec.api_key_ref})
+    # provider options (GCP project, Azure resource group) are kept: status and down need them
+    st.begin(name, first.provider, alias, ctx, {
+        "model": repo, "vllm_version": vllm_version, "port": port,
+        "api_key_ref": first.spec.api_key_ref,
+        "options": {c.provider: dict(c.spec.options) for c in cands}})
     attempts: list[Attempt] = []
     blocked_providers: set[str] = set()
 
@@ -476,7 +485,7 @@ def status(name: str | None = None, *, reconcile: bool = False, store: Store | N
             out.append(dep)
             continue
         regions = _regions(st, dep)
-        p = _provider(providers, dep.provider, opts.get(dep.provider, {}))
+        p = _provider(providers, dep.provider, _options_for(dep, opts))
         found: list[InstanceRow] = []
         for region in regions:
             found += p.find(dep.name, region)
@@ -497,6 +506,12 @@ def status(name: str | None = None, *, reconcile: bool = False, store: Store | N
             st.set_status(dep.name, "failed", "reconciled: nothing runs for this deployment")
         out.append(st.require(dep.name))
     return out
+
+
+def _options_for(dep: Deployment, given: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The provider options the deployment was made with, overridden by those given now."""
+    stored = (dep.spec.get("options") or {}).get(dep.provider) or {}
+    return {**stored, **dict(given.get(dep.provider) or {})}
 
 
 def _regions(st: Store, dep: Deployment) -> list[str]:
@@ -526,7 +541,7 @@ def down(name: str, *, store: Store | None = None, providers: ProviderSource = N
             f" and remove its firewall rules"):
         raise UserInputError("nothing removed: not confirmed", hint="pass --yes to skip the "
                              "question")
-    p = _provider(providers, dep.provider, (provider_options or {}).get(dep.provider, {}))
+    p = _provider(providers, dep.provider, _options_for(dep, provider_options or {}))
     removed: list[str] = []
     for region in regions:
         say(f"{dep.provider} {region}: terminating and cleaning up")

@@ -69,6 +69,7 @@ def aws(moto_url: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> dict[str, s
     urllib.request.urlopen(req, timeout=10).close()
     env = {"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true",
            "ADVISOR_HOME": str(tmp_path / "home")}
     for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE",
               "AWS_SHARED_CREDENTIALS_FILE"):

@@ -290,3 +290,31 @@ def test_crash_after_launch_is_found_by_reconcile(aws, monkeypatch):
     assert [i["id"] for i in body["instances"]] == [by_tag(ec2(), "crashed")[0]["InstanceId"]]
     assert cli(aws, "down", "crashed", "--yes").returncode == 0
     assert by_tag(ec2(), "crashed") == []
+
+
+def test_wait_until_running(aws):
+    r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+            "aws:g6e.xlarge", "--name", "waited", "--yes", "--wait", "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["instances"][0]["state"] == "running"
+    assert "127.0.0.1" in res["health"]  # closed to the outside: checked on the host itself
+    assert cli(aws, "down", "waited", "--yes").returncode == 0
+
+
+def test_no_credentials_is_one_line_and_launches_nothing(aws, tmp_path):
+    env = {**aws, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
+           "AWS_CONFIG_FILE": str(tmp_path / "none"),
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    r = cli(env, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+            "aws:g6e.xlarge", "--name", "nocreds", "--yes")
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert "denied (NoCredentials)" in lines[-1] and "Traceback" not in r.stderr
+    assert by_tag(ec2(), "nocreds") == []
+
+
+def test_hostile_region_is_refused(aws):
+    r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+            "aws:g6e.xlarge", "--region", "us-east-1; rm -rf /", "--yes")
+    assert r.returncode == 2 and "is not a region name" in r.stderr

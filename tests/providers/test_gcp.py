@@ -157,3 +157,16 @@ def test_every_zone_exhausted_fails_and_leaves_no_firewall(fake, tmp_path):
                   allow_cidrs=["203.0.113.0/24"], providers={"gcp": gcp(fake)}, store=store)
     assert fake.instances == {} and fake.firewalls == {}
     assert store.require("nothing").status == "failed"
+
+
+def test_reconcile_notices_a_vanished_instance_and_keeps_the_project(fake, tmp_path):
+    store = Store(tmp_path / "s.db")
+    provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="vanish",
+              providers={"gcp": gcp(fake)}, store=store,
+              provider_options={"gcp": {"project": "proj"}})
+    assert store.require("vanish").spec["options"]["gcp"] == {"project": "proj"}
+    assert status("vanish", reconcile=True, providers={"gcp": gcp(fake)},
+                  store=store)[0].status == "running"
+    fake.instances.clear()  # deleted behind advisor's back (console, preemption)
+    [dep] = status("vanish", reconcile=True, providers={"gcp": gcp(fake)}, store=store)
+    assert dep.status == "failed" and [i.state for i in dep.instances] == ["terminated"]

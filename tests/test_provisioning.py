@@ -1,0 +1,190 @@
+"""Orchestration pieces that need no cloud: names, ranges, disk size, candidates, the health
+probe (against a local server), and failover decisions with a scripted provider."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import advisor
+from advisor.errors import OperationError, UserInputError
+from advisor.providers.base import CloudError, LaunchSpec, QuotaStatus, check_cidr, check_name
+from advisor.provisioning import _health, candidates, default_name, disk_gib, provision
+from advisor.state import InstanceRow, ResourceRow, Store
+
+CAT = advisor.load_catalog()
+
+
+@pytest.mark.parametrize("name", ["a", "llama-3-8b-g6e", "x" * 40])
+def test_good_names(name):
+    assert check_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "8b", "-a", "a-", "A", "a_b", "a b", "x" * 41, "a;b",
+                                  "a\nb", "$(id)"])
+def test_bad_names(name):
+    with pytest.raises(UserInputError):
+        check_name(name)
+
+
+def test_ranges_are_normalised_and_checked():
+    assert check_cidr("203.0.113.7/24") == "203.0.113.0/24"
+    assert check_cidr("2001:db8::1/64") == "2001:db8::/64"
+    for bad in ("", "everyone", "300.1.1.1/8", "10.0.0.0/33"):
+        with pytest.raises(UserInputError):
+            check_cidr(bad)
+
+
+def test_default_name_is_a_valid_name():
+    for model, inst in (("llama-3-8b", "p5.48xlarge"), ("Qwen/Qwen3-8B", "a3-highgpu-8g"),
+                        ("8b-model", "Standard_ND96isr_H100_v5"), ("m" * 60, "g6e.xlarge")):
+        assert check_name(default_name(model, inst))
+
+
+def test_disk_holds_weights_and_overhead():
+    assert disk_gib(15) == 100  # the floor
+    assert disk_gib(131.4) == 200  # 131.4 + 60 rounded up to tens
+    assert disk_gib(810) == 870
+
+
+def test_candidates_follow_the_ranking_and_regions():
+    picks = candidates("llama-3-8b", 8192, catalog=CAT, provider="gcp", max_types=2)
+    recs = advisor.recommend("llama-3-8b", 8192, providers=["gcp"], top=2)
+    assert [(p[0].name, p[3]) for p in picks] == [(r.instance, r.region) for r in recs]
+    two = candidates("llama-3-8b", 8192, catalog=CAT, instance="aws:g6e.xlarge",
+                     regions=["us-west-2", "eu-west-1"])
+    assert [p[3] for p in two] == ["us-west-2", "eu-west-1"]
+    with pytest.raises(UserInputError, match="not a region"):
+        candidates("llama-3-8b", 8192, catalog=CAT, regions=["../etc"])
+
+
+def test_world_open_range_is_allowed_but_warned(tmp_path):
+    res = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="w",
+                    allow_cidrs=["0.0.0.0/0"], dry_run=True)
+    assert any("whole internet" in w for w in res.warnings)
+    rule = res.requests[0]["calls"][1]
+    assert rule["call"] == "ec2.AuthorizeSecurityGroupIngress"
+    assert rule["body"]["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "0.0.0.0/0"
+    # and the replica listens on all interfaces only because a range was opened
+    assert "ADVISOR_HOST=0.0.0.0" in res.user_data
+    closed = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="w", dry_run=True)
+    assert "ADVISOR_HOST=127.0.0.1" in closed.user_data and closed.warnings == []
+
+
+def test_health_probe_against_a_local_server():
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_port}/health"
+        assert _health(url, time.monotonic() + 5, time.monotonic) == f"{url} answers 200"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    dead = f"http://127.0.0.1:{srv.server_port}/health"
+    assert "did not answer" in _health(dead, time.monotonic() + 0.2, time.monotonic)
+
+
+class Scripted:
+    """A provider whose answers are scripted per zone: what the orchestrator decides from."""
+
+    name = "aws"
+
+    def __init__(self, zones: dict[str, list[str]], script: dict[str, CloudError],
+                 quota_ok: dict[str, bool] | None = None) -> None:
+        self._zones, self.script, self.quota_ok = zones, script, quota_ok or {}
+        self.launched: list[str] = []
+        self.networks: dict[str, int] = {}
+        self.terminated: list[str] = []
+
+    def request(self, spec, zone):
+        return {"zone": zone}
+
+    def zones(self, spec: LaunchSpec):
+        return self._zones.get(spec.region, [])
+
+    def check_quota(self, spec):
+        ok = self.quota_ok.get(spec.region, True)
+        return QuotaStatus(checked=True, ok=ok, detail="scripted")
+
+    def ensure_network(self, spec):
+        self.networks[spec.region] = self.networks.get(spec.region, 0) + 1
+        return [ResourceRow(kind="security-group", id=f"sg-{spec.region}", region=spec.region)]
+
+    def launch(self, spec, zone):
+        self.launched.append(zone)
+        if zone in self.script:
+            raise self.script[zone]
+        return InstanceRow(id=f"i-{zone}", provider="aws", region=spec.region, zone=zone,
+                           instance_type=spec.instance_type, state="pending")
+
+    def find(self, deployment, region):
+        return [InstanceRow(id=f"i-{z}", provider="aws", region=region, zone=z,
+                            instance_type="g6e.xlarge", state="running")
+                for z in self.launched if z not in self.script and z.startswith(region)]
+
+    def terminate(self, deployment, region):
+        self.terminated.append(region)
+        return [f"sg-{region}"]
+
+
+def _cap(zone):
+    return CloudError("aws", "InsufficientInstanceCapacity", f"none in {zone}", "zone")
+
+
+def test_failover_order_zone_then_region(tmp_path):
+    p = Scripted({"us-east-1": ["us-east-1a", "us-east-1b"], "us-west-2": ["us-west-2a"]},
+                 {"us-east-1a": _cap("a"), "us-east-1b": _cap("b")})
+    res = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="order",
+                    regions=["us-east-1", "us-west-2"], providers={"aws": p},
+                    store=Store(tmp_path / "s.db"))
+    assert p.launched == ["us-east-1a", "us-east-1b", "us-west-2a"]
+    assert [a.outcome for a in res.attempts] == ["capacity", "capacity", "launched"]
+    assert p.terminated == ["us-east-1"]  # the empty region's firewall was removed
+
+
+def test_denied_provider_is_not_asked_again(tmp_path):
+    denied = CloudError("aws", "UnauthorizedOperation", "no", "provider")
+    p = Scripted({"us-east-1": ["us-east-1a"], "us-west-2": ["us-west-2a"]},
+                 {"us-east-1a": denied})
+    with pytest.raises(OperationError, match="denied"):
+        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="denied",
+                  regions=["us-east-1", "us-west-2"], providers={"aws": p},
+                  store=Store(tmp_path / "s.db"))
+    assert p.launched == ["us-east-1a"]
+
+
+def test_malformed_request_stops_at_once(tmp_path):
+    bad = CloudError("aws", "InvalidParameterCombination", "no", "fatal")
+    p = Scripted({"us-east-1": ["us-east-1a", "us-east-1b"]}, {"us-east-1a": bad})
+    store = Store(tmp_path / "s.db")
+    with pytest.raises(CloudError, match="InvalidParameterCombination"):
+        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="fatal",
+                  providers={"aws": p}, store=store)
+    assert p.launched == ["us-east-1a"] and p.terminated == ["us-east-1"]
+    assert store.require("fatal").status == "failed"
+
+
+def test_not_confirmed_launches_nothing(tmp_path):
+    p = Scripted({"us-east-1": ["us-east-1a"]}, {})
+    seen: list[str] = []
+
+    def no(summary: str) -> bool:
+        seen.append(summary)
+        return False
+
+    with pytest.raises(UserInputError, match="not confirmed"):
+        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="asked", confirm=no,
+                  providers={"aws": p}, store=Store(tmp_path / "s.db"))
+    assert p.launched == [] and p.networks == {}
+    assert "g6e.xlarge" in seen[0] and "$" in seen[0]
