@@ -30,6 +30,7 @@ from advisor.providers.base import (
     CloudError,
     LaunchSpec,
     QuotaStatus,
+    quota_status,
 )
 from advisor.state import InstanceRow, ResourceRow
 
@@ -261,13 +262,8 @@ class AwsProvider:
             return QuotaStatus(checked=False, detail=f"quota {code} not readable: "
                                f"{' '.join(str(exc).split())[:200]}")
         used = self._vcpus_in_use(spec, spec.instance_type[:1])
-        free = limit - used
-        if free < spec.vcpus:
-            return QuotaStatus(checked=True, ok=False,
-                               detail=f"quota {code} allows {limit:g} vCPUs, {used:g} in use: "
-                               f"{spec.instance_type} needs {spec.vcpus}")
-        return QuotaStatus(checked=True, ok=True,
-                           detail=f"quota {code}: {free:g} of {limit:g} vCPUs free")
+        return quota_status(code, spec.region, limit, used, spec.vcpus, "vCPUs",
+                            spec.instance_type)
 
     def _vcpus_in_use(self, spec: LaunchSpec, letter: str) -> float:
         ec2 = self._client("ec2", spec.region)

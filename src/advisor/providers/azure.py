@@ -29,7 +29,13 @@ from collections.abc import Callable
 from typing import Any
 
 from advisor.errors import UserInputError
-from advisor.providers.base import TAG_DEPLOYMENT, CloudError, LaunchSpec, QuotaStatus
+from advisor.providers.base import (
+    TAG_DEPLOYMENT,
+    CloudError,
+    LaunchSpec,
+    QuotaStatus,
+    quota_status,
+)
 from advisor.state import InstanceRow, ResourceRow
 
 #: Azure/azhpc-images: Ubuntu 22.04 HPC image with the NVIDIA driver, CUDA and NCCL
@@ -316,13 +322,8 @@ class AzureProvider:
                                f"{' '.join(str(exc).split())[:200]}")
         for u in usages:
             if u.name.value == family:
-                free = u.limit - u.current_value
-                if free < spec.vcpus:
-                    return QuotaStatus(checked=True, ok=False, detail=(
-                        f"quota {family} in {spec.region} allows {u.limit} vCPUs, "
-                        f"{u.current_value} in use: {spec.instance_type} needs {spec.vcpus}"))
-                return QuotaStatus(checked=True, detail=f"quota {family}: {free} of {u.limit} "
-                                   "vCPUs free")
+                return quota_status(family, spec.region, u.limit, u.current_value, spec.vcpus,
+                                    "vCPUs", spec.instance_type)
         return QuotaStatus(checked=False, detail=f"{family} not listed for {spec.region}")
 
     def find(self, deployment: str, region: str) -> list[InstanceRow]:

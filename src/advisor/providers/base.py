@@ -117,6 +117,17 @@ class QuotaStatus(BaseModel):
     detail: str = ""
 
 
+def quota_status(quota: str, region: str, limit: float, used: float, need: int, unit: str,
+                 instance_type: str) -> QuotaStatus:
+    """Whether ``need`` more of ``unit`` fit under a quota of ``limit`` with ``used`` taken."""
+    free = limit - used
+    if free < need:
+        return QuotaStatus(checked=True, ok=False, detail=(
+            f"quota {quota} in {region} allows {limit:g} {unit}, {used:g} in use: "
+            f"{instance_type} needs {need}"))
+    return QuotaStatus(checked=True, detail=f"quota {quota}: {free:g} of {limit:g} {unit} free")
+
+
 class Provider(Protocol):
     name: str
 

@@ -23,7 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 from advisor.errors import UserInputError
-from advisor.providers.base import TAG_DEPLOYMENT, CloudError, LaunchSpec, QuotaStatus
+from advisor.providers.base import (
+    TAG_DEPLOYMENT,
+    CloudError,
+    LaunchSpec,
+    QuotaStatus,
+    quota_status,
+)
 from advisor.state import InstanceRow, ResourceRow
 
 #: Canonical's GPU image family on GCP (NVIDIA driver preinstalled; runs cloud-init)
@@ -254,13 +260,8 @@ class GcpProvider:
         for q in region.quotas:
             name = q.metric if isinstance(q.metric, str) else getattr(q.metric, "name", "")
             if name == metric:
-                free = q.limit - q.usage
-                if free < spec.gpu_count:
-                    return QuotaStatus(checked=True, ok=False, detail=(
-                        f"quota {metric} in {spec.region} allows {q.limit:g}, {q.usage:g} in "
-                        f"use: {spec.instance_type} needs {spec.gpu_count}"))
-                return QuotaStatus(checked=True, detail=f"quota {metric}: {free:g} of "
-                                   f"{q.limit:g} free")
+                return quota_status(metric, spec.region, q.limit, q.usage, spec.gpu_count,
+                                    "GPUs", spec.instance_type)
         return QuotaStatus(checked=False, detail=f"{metric} not listed for {spec.region}")
 
     def find(self, deployment: str, region: str) -> list[InstanceRow]:
