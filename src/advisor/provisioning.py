@@ -233,7 +233,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
 
         raise NotFoundError("cloud provider", provider, ["aws", "gcp", "azure"])
     picks = candidates(model, ctx, catalog=cat, provider=provider, instance=instance,
-                       regions=regions, spot=spot, max_types=1 if name else max_types,
+                       regions=regions, spot=spot, max_types=max_types,
                        vllm_version=vllm_version)
     from advisor.fitting import model_config
 
@@ -416,9 +416,8 @@ def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Atte
 
 def _cleanup(p: Provider, c: Candidate, st: Store, resources: list[ResourceRow],
              say: Callable[[str], None]) -> None:
-    """Remove what was made for a region where nothing was launched."""
-    if not resources:
-        return
+    """Remove what was made for a region where nothing was launched (found by tag: a
+    half-finished ``ensure_network`` returns no list, but what it made carries the tags)."""
     try:
         if alive(p.find(c.spec.deployment, c.region)):
             return  # something runs there after all (a crash before the state write)

@@ -318,3 +318,21 @@ def test_hostile_region_is_refused(aws):
     r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
             "aws:g6e.xlarge", "--region", "us-east-1; rm -rf /", "--yes")
     assert r.returncode == 2 and "is not a region name" in r.stderr
+
+
+def test_a_foreign_role_of_the_same_name_is_not_taken_over(aws, tmp_path):
+    import boto3
+
+    iam = boto3.client("iam")
+    iam.create_role(RoleName="advisor-taken", AssumeRolePolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": []}))
+    from advisor.providers.base import CloudError
+
+    with pytest.raises(CloudError, match="did not create"):
+        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="taken",
+                  providers={"aws": AwsProvider(sleep=lambda _s: None)},
+                  store=Store(tmp_path / "s.db"))
+    assert iam.list_role_policies(RoleName="advisor-taken")["PolicyNames"] == []
+    assert by_tag(ec2(), "taken") == []
+    assert ec2().describe_security_groups(Filters=[{"Name": "group-name", "Values": [
+        sg_name("taken")]}])["SecurityGroups"] == []

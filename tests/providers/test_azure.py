@@ -126,3 +126,25 @@ def test_everything_full_leaves_nothing_behind(arm, tmp_path):
     with pytest.raises(OperationError, match="no candidate"):
         launch(arm, tmp_path, name="full")
     assert arm.resources == {}
+
+
+def test_a_users_resource_group_is_used_not_rewritten(arm, tmp_path):
+    from advisor.errors import UserInputError
+
+    sub = "00000000-0000-0000-0000-00000000abcd"
+    mine = AzureProvider(subscription_id=sub, credential=FakeCredential(),
+                         transport=transport(arm), polling_interval=0, resource_group="team-rg")
+    with pytest.raises(UserInputError, match="'team-rg' does not exist"):
+        provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name="in-team",
+                  api_key_ref=KEY_REF, providers={"azure": mine}, store=Store(tmp_path / "s.db"))
+    assert arm.puts("virtualMachines") == [] and arm.puts("networkSecurityGroups") == []
+    key = f"/subscriptions/{sub}/resourcegroups/team-rg"
+    arm.resources[key] = {"id": key, "name": "team-rg", "location": "eastus",
+                          "tags": {"owner": "team"}, "properties": {}}
+    res = provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name="in-team",
+                    api_key_ref=KEY_REF, providers={"azure": mine},
+                    store=Store(tmp_path / "s.db"))
+    assert res.status == "launched"
+    assert not [p for m, p, _ in arm.log if m == "PUT" and p.lower().endswith("/team-rg")]
+    down("in-team", providers={"azure": mine}, store=Store(tmp_path / "s.db"))
+    assert list(arm.resources) == [key] and arm.resources[key]["tags"] == {"owner": "team"}

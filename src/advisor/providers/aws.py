@@ -343,10 +343,25 @@ class AwsProvider:
             except Exception as exc:
                 err = self.classify(exc)
                 code = getattr(err, "code", "")
-                if code in ("EntityAlreadyExists", "LimitExceeded") and op != "PutRolePolicy":
+                if code == "EntityAlreadyExists" and op != "PutRolePolicy":
+                    if op == "CreateRole" and not self._ours(iam, name, spec.deployment):
+                        raise CloudError("aws", code, f"an IAM role {name} exists that advisor "
+                                         "did not create", "fatal",
+                                         hint="choose another --name or pass "
+                                         "--instance-profile") from exc
                     continue  # a second run finds its own role and profile
+                if code == "LimitExceeded" and op == "AddRoleToInstanceProfile":
+                    continue  # the profile holds its one role already
                 raise err from exc
         return name
+
+    @staticmethod
+    def _ours(iam: Any, role: str, deployment: str) -> bool:
+        try:
+            tags = iam.list_role_tags(RoleName=role).get("Tags", [])
+        except Exception:
+            return False
+        return {"Key": TAG_DEPLOYMENT, "Value": deployment} in tags
 
     def _image(self, spec: LaunchSpec) -> dict[str, Any]:
         ec2 = self._client("ec2", spec.region)
@@ -436,14 +451,8 @@ class AwsProvider:
     def _remove_profile(self, deployment: str, region: str) -> list[str]:
         iam = self._client("iam", region)
         name = sg_name(deployment)
-        try:
-            role_tags = iam.list_role_tags(RoleName=name).get("Tags", [])
-        except Exception as exc:
-            if getattr(self.classify(exc), "code", "") == "NoSuchEntity":
-                return []
-            raise self.classify(exc) from exc
-        if {"Key": TAG_DEPLOYMENT, "Value": deployment} not in role_tags:
-            return []  # a role of that name that advisor did not make: leave it alone
+        if not self._ours(iam, name, deployment):
+            return []  # no such role, or one that advisor did not make: leave it alone
         for call, kw in (("remove_role_from_instance_profile",
                           {"InstanceProfileName": name, "RoleName": name}),
                          ("delete_instance_profile", {"InstanceProfileName": name}),

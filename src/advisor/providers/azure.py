@@ -371,15 +371,29 @@ class AzureProvider:
         rg = self.rg(spec.deployment)
         b = self.bodies(spec, None, "-")
         resource = self._client("resource")
-        self._do(resource.resource_groups.create_or_update, rg,
-                 io.BytesIO(json.dumps(b["resourceGroup"]).encode()),
-                 content_type="application/json")
+        if self._rg is None:  # advisor's own group; a user's group is used as it is
+            self._do(resource.resource_groups.create_or_update, rg,
+                     io.BytesIO(json.dumps(b["resourceGroup"]).encode()),
+                     content_type="application/json")
+        else:
+            from azure.core.exceptions import ResourceNotFoundError
+
+            try:
+                resource.resource_groups.get(rg)
+            except ResourceNotFoundError as exc:
+                raise UserInputError(f"Azure resource group {rg!r} does not exist",
+                                     hint="create it, or leave --resource-group out to let "
+                                     "advisor make advisor-NAME") from exc
+            except Exception as exc:
+                raise self.classify(exc) from exc
         network = self._client("network")
         self._put(network.network_security_groups, rg, n["nsg"], body=b["networkSecurityGroup"])
         self._put(network.virtual_networks, rg, n["vnet"], body=b["virtualNetwork"])
-        return [ResourceRow(kind="network-security-group", id=n["nsg"], region=spec.region),
-                ResourceRow(kind="virtual-network", id=n["vnet"], region=spec.region),
-                ResourceRow(kind="resource-group", id=rg, region=spec.region)]
+        made = [ResourceRow(kind="network-security-group", id=n["nsg"], region=spec.region),
+                ResourceRow(kind="virtual-network", id=n["vnet"], region=spec.region)]
+        if self._rg is None:
+            made.append(ResourceRow(kind="resource-group", id=rg, region=spec.region))
+        return made
 
     def launch(self, spec: LaunchSpec, zone: str | None) -> InstanceRow:
         n = names(spec.deployment)
