@@ -39,14 +39,17 @@ __version__ = "0.1.0"
 
 #: provisioning (state file, provider protocol) loads on first use: ``advisor recommend`` and
 #: the catalog commands never pay for it
-_LAZY = {"Attempt", "DownResult", "ProvisionResult", "down", "provision", "status"}
+_LAZY = {"Attempt": "provisioning", "DownResult": "provisioning",
+         "ProvisionResult": "provisioning", "down": "provisioning", "provision": "provisioning",
+         "status": "provisioning", "Ticket": "tickets", "ticket": "tickets"}
 
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        from advisor import provisioning
+        import importlib
 
-        return getattr(provisioning, name)
+        module = importlib.import_module(f"advisor.{_LAZY[name]}")
+        return getattr(module, "make_ticket" if name == "ticket" else name)
     raise AttributeError(f"module 'advisor' has no attribute {name!r}")
 
 
@@ -75,6 +78,7 @@ __all__ = [
     "Recommendation",
     "Rejection",
     "Request",
+    "Ticket",
     "UserInputError",
     "__version__",
     "down",
@@ -88,5 +92,6 @@ __all__ = [
     "recommend",
     "spec_from_config",
     "status",
+    "ticket",
     "validate_catalog",
 ]

@@ -220,29 +220,59 @@ def gpu_nodes(topo: Topology) -> list[int | None]:
     return [smi[i] for i in sorted(smi)]
 
 
-def compare(topo: Topology, inst: InstanceType) -> list[str]:
+class Difference(BaseModel):
+    """One way the machine differs from the catalog's claim (what a support ticket asks about)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: str  # gpu-count | node-count | gpu-node-unknown | gpu-node-hidden | gpu-node-mismatch
+    #          | fewer-nodes-than-sockets
+    text: str
+    gpu: int | None = None
+    bus_id: str | None = None
+    claimed: int | None = None
+    observed: int | None = None
+
+
+def differences(topo: Topology, inst: InstanceType) -> list[Difference]:
     """Every difference between the catalog's claim for ``inst`` and the machine."""
     diffs = []
     seen = gpu_nodes(topo)
+    bus = {g.index: g.bus_id for g in topo.gpus}
     if len(seen) != inst.gpu.count:
-        diffs.append(f"GPUs: the catalog says {inst.gpu.count}, the machine shows {len(seen)}")
+        diffs.append(Difference(kind="gpu-count", claimed=inst.gpu.count, observed=len(seen),
+                                text=f"GPUs: the catalog says {inst.gpu.count}, the machine "
+                                f"shows {len(seen)}"))
     if inst.numa.nodes is None:
-        diffs.append(f"NUMA nodes: the catalog does not say; the machine shows "
-                     f"{len(topo.nodes)}")
+        diffs.append(Difference(kind="node-count", observed=len(topo.nodes),
+                                text=f"NUMA nodes: the catalog does not say; the machine shows "
+                                f"{len(topo.nodes)}"))
     elif inst.numa.nodes != len(topo.nodes):
-        diffs.append(f"NUMA nodes: the catalog says {inst.numa.nodes}, the machine shows "
-                     f"{len(topo.nodes)}")
+        diffs.append(Difference(kind="node-count", claimed=inst.numa.nodes,
+                                observed=len(topo.nodes),
+                                text=f"NUMA nodes: the catalog says {inst.numa.nodes}, the "
+                                f"machine shows {len(topo.nodes)}"))
     claimed = inst.numa.gpu_nodes
     for i, node in enumerate(seen):
         want = claimed[i] if claimed and i < len(claimed) else None
+        common = {"gpu": i, "bus_id": bus.get(i), "claimed": want, "observed": node}
         if node is None:
-            diffs.append(f"GPU {i}: NUMA node hidden on the machine (numa_node -1)"
-                         + (f"; the catalog says {want}" if want is not None else ""))
+            diffs.append(Difference(kind="gpu-node-hidden", **common, text=(
+                f"GPU {i}: NUMA node hidden on the machine (numa_node -1)"
+                + (f"; the catalog says {want}" if want is not None else ""))))
         elif want is None:
-            diffs.append(f"GPU {i}: the catalog does not say its NUMA node; the machine shows "
-                         f"{node}")
+            diffs.append(Difference(kind="gpu-node-unknown", **common, text=(
+                f"GPU {i}: the catalog does not say its NUMA node; the machine shows {node}")))
         elif want != node:
-            diffs.append(f"GPU {i}: the catalog says NUMA node {want}, the machine shows {node}")
+            diffs.append(Difference(kind="gpu-node-mismatch", **common, text=(
+                f"GPU {i}: the catalog says NUMA node {want}, the machine shows {node}")))
     if inst.cpu.sockets and topo.nodes and len(topo.nodes) < inst.cpu.sockets:
-        diffs.append(f"fewer NUMA nodes ({len(topo.nodes)}) than sockets ({inst.cpu.sockets})")
+        diffs.append(Difference(kind="fewer-nodes-than-sockets", claimed=inst.cpu.sockets,
+                                observed=len(topo.nodes),
+                                text=f"fewer NUMA nodes ({len(topo.nodes)}) than sockets "
+                                f"({inst.cpu.sockets})"))
     return diffs
+
+
+def compare(topo: Topology, inst: InstanceType) -> list[str]:
+    """Every difference between the catalog's claim for ``inst`` and the machine, in words."""
+    return [d.text for d in differences(topo, inst)]

@@ -128,6 +128,7 @@ class Catalog:
             },
             "numa": {"nodes": inst.numa.nodes, "gpu_nodes": inst.numa.gpu_nodes,
                      "known": numa_known(inst)},
+            "host": dump(inst.host),
             "pcie_gen": inst.pcie_gen,
             "network_gbps": inst.network_gbps,
             "price": dump(inst.price),

@@ -155,6 +155,38 @@ class Numa(_Model):
     gpu_nodes: list[int | None] | None = None
 
 
+class PcieSwitch(_Model):
+    """One PCIe switch (or root complex) and what hangs off it."""
+
+    #: GPU indices (nvidia-smi order)
+    gpus: list[Annotated[int, Field(ge=0)]]
+    #: NIC names or indices as the source gives them (``mlx5_0``, ``eth1``, ``0``)
+    nics: list[str] = Field(default_factory=list)
+
+
+class Host(_Model):
+    """Facts about the VM's host that clouds rarely publish; ``None`` where no source says.
+
+    These are what ``advisor ticket`` asks a provider about; a documented one is stated in the
+    ticket instead of asked.
+    """
+
+    #: NUMA domains per socket the host runs with: NPS (AMD EPYC) or SNC (Intel Xeon) setting
+    numa_domains_per_socket: PosInt | None = None
+    #: whether the VM's vCPUs are pinned to physical cores no other VM uses
+    dedicated_cores: bool | None = None
+    #: whether both SMT siblings of each core are exposed to the guest
+    smt_siblings_exposed: bool | None = None
+    #: memory bandwidth available to the VM, GB/s, and the memory channels behind it
+    memory_bandwidth_gb_s: PosFloat | None = None
+    memory_channels: PosInt | None = None
+    #: which GPUs and NICs share a PCIe switch
+    pcie_switches: list[PcieSwitch] | None = None
+    gpudirect_rdma: bool | None = None
+    #: whether the GPU-to-NUMA map and vCPU numbering survive stop/start and host maintenance
+    topology_stable: bool | None = None
+
+
 class Price(_Model):
     on_demand_usd_per_hour: NonNegFloat | None = None
     spot_usd_per_hour: NonNegFloat | None = None
@@ -185,6 +217,7 @@ class InstanceType(_Model):
     gpu: InstanceGpu
     cpu: InstanceCpu = Field(default_factory=InstanceCpu)
     numa: Numa = Field(default_factory=Numa)
+    host: Host = Field(default_factory=Host)
     pcie_gen: PosInt | None = None
     network_gbps: PosFloat | None = None
     price: Price = Field(default_factory=Price)
@@ -209,6 +242,15 @@ class InstanceType(_Model):
         if not SLUG.match(value):
             raise ValueError(f"{value!r} is not a provider slug (lower-case letters, digits, '-')")
         return value
+
+    @model_validator(mode="after")
+    def _switch_gpus_exist(self) -> InstanceType:
+        for sw in self.host.pcie_switches or []:
+            bad = [g for g in sw.gpus if g >= self.gpu.count]
+            if bad:
+                raise ValueError(f"host.pcie_switches names GPU {bad[0]}, but the instance has "
+                                 f"{self.gpu.count} GPUs (0-{self.gpu.count - 1})")
+        return self
 
     @property
     def key(self) -> str:

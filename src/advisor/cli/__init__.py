@@ -98,6 +98,7 @@ from advisor.cli import models as _models  # noqa: E402
 from advisor.cli import provision as _provision  # noqa: E402
 from advisor.cli import recommend as _recommend  # noqa: E402
 from advisor.cli import render as _render  # noqa: E402
+from advisor.cli import ticket as _ticket  # noqa: E402
 from advisor.cli import topology as _topology  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
@@ -110,6 +111,7 @@ app.command("render")(_render.render_cmd)
 app.command("provision")(_provision.provision_cmd)
 app.command("status")(_provision.status_cmd)
 app.command("down")(_provision.down_cmd)
+app.command("ticket")(_ticket.ticket_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,3 +76,8 @@ def error(message: str, hint: str | None = None) -> None:
 def progress(text: str) -> None:
     """A step of a long operation, on stderr (stdout stays for results and --json)."""
     _consoles()[1].print(text, markup=False, soft_wrap=True, style="dim")
+
+
+def raw(text: str) -> None:
+    """Text that is already formatted (a ticket, a document): written as it is."""
+    sys.stdout.write(text)
