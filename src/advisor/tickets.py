@@ -12,6 +12,7 @@ Pure apart from the templates: the catalog, the probe and the plan come in as mo
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -350,9 +351,8 @@ def ticket(inst: InstanceType, catalog: Catalog, *, region: str | None = None,
                   questions=questions)
 
 
-def render_ticket(t: Ticket, fmt: Format = "markdown") -> str:
-    if fmt == "json":
-        return t.model_dump_json(indent=2) + "\n"
+@cache
+def _templates() -> Any:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     from advisor.render import templates_dir
@@ -361,8 +361,14 @@ def render_ticket(t: Ticket, fmt: Format = "markdown") -> str:
                       autoescape=False, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
     env.filters["cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
+    return env
+
+
+def render_ticket(t: Ticket, fmt: Format = "markdown") -> str:
+    if fmt == "json":
+        return t.model_dump_json(indent=2) + "\n"
     name = "ticket.md.j2" if fmt == "markdown" else "ticket.txt.j2"
-    return env.get_template(name).render(t=t)
+    return str(_templates().get_template(name).render(t=t))
 
 
 # -- the SDK call: reads the probe file and plans the workload ---------------------------------
