@@ -129,3 +129,29 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
         raise explain_empty(rejected)
     recs = recs[:top] if top else recs
     return (recs, rejected) if with_rejected else recs
+
+
+def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
+          output_len: int | None = None, max_instances: int = 64,
+          max_tpot_ms: float | None = None, max_ttft_ms: float | None = None,
+          providers: list[str] | None = None, regions: list[str] | None = None,
+          gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: str = "auto",
+          vllm_version: str | None = None, catalog: Catalog | None = None,
+          with_misses: bool = False) -> Any:
+    """Fleets that carry ``rps`` requests per second within the latency limits, cheapest
+    monthly bill first (:class:`~advisor.fleet.FleetOption`). Raises UserInputError, naming
+    the closest misses, when no fleet of at most ``max_instances`` instances can."""
+    from advisor.fleet import explain_no_fleet, plan_fleet
+
+    if max_instances <= 0:
+        raise UserInputError(f"--max-instances must be positive, not {max_instances}")
+    if rps <= 0:
+        raise UserInputError(f"--rps must be positive, not {rps}")
+    recs = recommend(model, ctx, input_len=input_len, output_len=output_len,
+                     providers=providers, regions=regions, gpus=gpus, spot=spot,
+                     max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
+                     kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=catalog)
+    options, misses = plan_fleet(recs, rps, max_instances)
+    if not options and not with_misses:
+        raise explain_no_fleet(misses, rps, max_instances)
+    return (options, misses) if with_misses else options

@@ -33,8 +33,11 @@ class Plan(BaseModel):
     model_config = ConfigDict(frozen=True)
     tp: int
     pp: int
+    #: replicas per instance (1 for a replica spanning several instances)
     replicas: int
     replica_layout: list[Replica]
+    #: instances one replica spans: TP inside each, PP across them (vLLM's multi-node recipe)
+    nodes: int = 1
 
     @property
     def alignment(self) -> Alignment:

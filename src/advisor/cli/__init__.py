@@ -94,6 +94,7 @@ def _root(
 
 from advisor.cli import catalog as _catalog  # noqa: E402
 from advisor.cli import fit as _fit  # noqa: E402
+from advisor.cli import fleet as _fleet  # noqa: E402
 from advisor.cli import models as _models  # noqa: E402
 from advisor.cli import provision as _provision  # noqa: E402
 from advisor.cli import recommend as _recommend  # noqa: E402
@@ -106,6 +107,7 @@ app.add_typer(_models.app, name="models")
 app.command("fit")(_fit.fit_cmd)
 app.command("perf")(_recommend.perf_cmd)
 app.command("recommend")(_recommend.recommend_cmd)
+app.command("plan")(_fleet.plan_cmd)
 app.command("topology")(_topology.topology_cmd)
 app.command("render")(_render.render_cmd)
 app.command("provision")(_provision.provision_cmd)

@@ -1,0 +1,108 @@
+"""Fleet sizing: how many instances carry a request rate within the latency limits. Pure.
+
+For every ranked offer (the ranking already picks, per instance, the layout and the
+concurrency with the best $ per token under ``--max-tpot-ms`` / ``--max-ttft-ms``), one replica
+serves ``perf.requests_per_s``; a request rate ``R`` needs ``ceil(R / rps_per_replica)``
+replicas, packed ``replicas_per_instance`` to an instance — or, for a replica that spans ``n``
+instances (pipeline parallel across nodes), ``n`` instances each. The monthly cost is instances
+x $/h x 730 h; the headroom is the fleet's capacity over ``R``, minus one.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from advisor.errors import UserInputError
+from advisor.plan import Plan
+from advisor.ranking import Recommendation
+
+HOURS_PER_MONTH = 730
+
+
+class FleetOption(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    provider: str
+    instance: str
+    region: str | None
+    usd_per_hour: float
+    price_kind: str
+    gpu: str
+    gpu_count: int
+    plan: Plan
+    #: instances one replica spans (1: a replica lives on one instance)
+    nodes_per_replica: int
+    replicas_per_instance: int
+    concurrency_per_replica: int
+    rps_per_replica: float
+    replicas: int
+    instances: int
+    capacity_rps: float
+    headroom: float
+    usd_per_hour_total: float
+    usd_per_month: float
+    tpot_ms: float
+    ttft_ms: float
+    numa: str
+    risks: list[str]
+
+
+class FleetMiss(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    provider: str
+    instance: str
+    reason: str
+    instances_needed: int | None = None
+
+
+def size(rec: Recommendation, rps: float) -> FleetOption:
+    nodes = rec.plan.nodes
+    per_instance = 0 if nodes > 1 else rec.plan.replicas
+    rps_replica = rec.perf.requests_per_s
+    if rps_replica <= 0:
+        raise UserInputError(f"{rec.provider}:{rec.instance} serves no requests at this load")
+    replicas = max(1, math.ceil(rps / rps_replica - 1e-9))
+    instances = replicas * nodes if nodes > 1 else math.ceil(replicas / per_instance)
+    if nodes == 1:
+        replicas = instances * per_instance  # whole instances run all their replicas
+    capacity = replicas * rps_replica
+    return FleetOption(
+        provider=rec.provider, instance=rec.instance, region=rec.region,
+        usd_per_hour=rec.usd_per_hour, price_kind=rec.price_kind, gpu=rec.gpu,
+        gpu_count=rec.gpu_count, plan=rec.plan, nodes_per_replica=nodes,
+        replicas_per_instance=per_instance, concurrency_per_replica=rec.perf.concurrency,
+        rps_per_replica=rps_replica, replicas=replicas, instances=instances,
+        capacity_rps=round(capacity, 4), headroom=round(capacity / rps - 1, 4),
+        usd_per_hour_total=round(instances * rec.usd_per_hour, 4),
+        usd_per_month=round(instances * rec.usd_per_hour * HOURS_PER_MONTH, 2),
+        tpot_ms=rec.perf.tpot_ms, ttft_ms=rec.perf.ttft_ms, numa=rec.numa.alignment,
+        risks=list(rec.risks))
+
+
+def plan_fleet(recs: list[Recommendation], rps: float, max_instances: int
+               ) -> tuple[list[FleetOption], list[FleetMiss]]:
+    """Every offer sized for ``rps``, cheapest monthly bill first, and the ones that need more
+    than ``max_instances``."""
+    if rps <= 0:
+        raise UserInputError(f"--rps must be positive, not {rps}")
+    options, misses = [], []
+    for rec in recs:
+        opt = size(rec, rps)
+        if opt.instances > max_instances:
+            misses.append(FleetMiss(provider=rec.provider, instance=rec.instance,
+                                    instances_needed=opt.instances,
+                                    reason=f"needs {opt.instances} instances for {rps:g} req/s "
+                                    f"(--max-instances {max_instances})"))
+            continue
+        options.append(opt)
+    options.sort(key=lambda o: (o.usd_per_month, -o.headroom, o.provider, o.instance))
+    return options, misses
+
+
+def explain_no_fleet(misses: list[FleetMiss], rps: float, max_instances: int) -> UserInputError:
+    closest = sorted(misses, key=lambda m: m.instances_needed or 0)[:3]
+    return UserInputError(
+        f"no fleet of at most {max_instances} instances carries {rps:g} req/s: closest "
+        + "; ".join(f"{m.provider}:{m.instance} needs {m.instances_needed}" for m in closest),
+        hint="raise --max-instances, relax --max-tpot-ms / --max-ttft-ms, or lower --rps")
