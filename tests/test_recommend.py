@@ -26,8 +26,9 @@ def test_default_ranking_is_sorted_and_consistent(default):
     for r in recs:
         assert r.fit.fits and r.fit.max_concurrency >= 1
         assert r.usd_per_million_output_tokens == pytest.approx(
-            r.usd_per_hour / (r.instance_output_tokens_per_s * 3600) * 1e6, rel=1e-3)
-        assert r.plan.tp * r.plan.pp * r.plan.replicas == r.gpu_count
+            r.usd_per_hour * r.plan.nodes / (r.instance_output_tokens_per_s * 3600) * 1e6,
+            rel=1e-3)
+        assert r.plan.tp * r.plan.pp * r.plan.replicas == r.gpu_count * r.plan.nodes
         assert r.numa.alignment in ("aligned", "spans-nodes", "unknown") and r.reasons
     json.loads(recs[0].model_dump_json())
 

@@ -104,7 +104,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
               max_ttft_ms: float | None = None, spot: bool = False,
               kv_cache_dtype: str = "auto", vllm_version: str | None = None,
               catalog: Catalog | None = None, top: int | None = None,
-              with_rejected: bool = False) -> Any:
+              with_rejected: bool = False, max_nodes: int = 4) -> Any:
     """Ranked :class:`~advisor.ranking.Recommendation` objects (best first).
 
     With ``with_rejected`` returns ``(recommendations, rejections)``. Raises UserInputError when
@@ -120,7 +120,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
                   objective=objective, kv_cache_dtype=kv_cache_dtype)
     cons = Constraints(providers=providers or [], regions=regions or [], gpus=gpus or [],
                        max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms,
-                       max_ttft_ms=max_ttft_ms, spot=spot)
+                       max_ttft_ms=max_ttft_ms, spot=spot, max_nodes=max_nodes)
     unknown = [p for p in cons.providers if p not in cat.providers()]
     if unknown:
         raise NotFoundError("provider", unknown[0], cat.providers())
@@ -137,7 +137,7 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
           providers: list[str] | None = None, regions: list[str] | None = None,
           gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: str = "auto",
           vllm_version: str | None = None, catalog: Catalog | None = None,
-          with_misses: bool = False) -> Any:
+          with_misses: bool = False, max_nodes: int = 4) -> Any:
     """Fleets that carry ``rps`` requests per second within the latency limits, cheapest
     monthly bill first (:class:`~advisor.fleet.FleetOption`). Raises UserInputError, naming
     the closest misses, when no fleet of at most ``max_instances`` instances can."""
@@ -150,7 +150,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
     recs = recommend(model, ctx, input_len=input_len, output_len=output_len,
                      providers=providers, regions=regions, gpus=gpus, spot=spot,
                      max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
-                     kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=catalog)
+                     kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=catalog,
+                     max_nodes=max_nodes)
     options, misses = plan_fleet(recs, rps, max_instances)
     if not options and not with_misses:
         raise explain_no_fleet(misses, rps, max_instances)

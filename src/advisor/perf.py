@@ -29,6 +29,10 @@ STEP_OVERHEAD_S = 0.002
 ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 10e-6, "pcie": 25e-6}
 #: achieved per-direction all-reduce bandwidth over PCIe, by generation, bytes/s
 PCIE_BYTES_S = {3: 12e9, 4: 25e9, 5: 50e9}
+#: one pipeline-stage boundary between instances (send + receive of a step's activations)
+#: besides the bytes over the fabric's bandwidth. ASSUMED, not calibrated: no public
+#: measurement of vLLM's PP hop latency was found; it is small next to STEP_OVERHEAD_S.
+PP_HOP_S = 50e-6
 CALIBRATION = {"memory_efficiency": MEMORY_EFFICIENCY, "compute_efficiency": COMPUTE_EFFICIENCY,
                "step_overhead_s": STEP_OVERHEAD_S}
 
@@ -76,12 +80,13 @@ def _link(gpu: Gpu, tp: int) -> tuple[float, float]:
     return lat, bw
 
 
-def _allreduce_s(spec: ModelSpec, gpu: Gpu, tp: int, tokens: int, act_b: float) -> float:
+def _allreduce_s(spec: ModelSpec, gpu: Gpu, tp: int, tokens: int, act_b: float,
+                 layers: float | None = None) -> float:
     if tp == 1:
         return 0.0
     lat, bw = _link(gpu, tp)
     payload = tokens * spec.hidden_size * act_b * 2 * (tp - 1) / tp  # ring all-reduce
-    return 2 * spec.num_layers * (lat + payload / bw)
+    return 2 * (spec.num_layers if layers is None else layers) * (lat + payload / bw)
 
 
 def _weight_bytes_read(spec: ModelSpec, fit: MemoryFit, batch: int) -> float:
@@ -101,15 +106,18 @@ def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context
     if bw <= 0:
         raise UserInputError(f"the catalog has no memory bandwidth for {gpu.id}",
                              hint="add memory_bandwidth_gb_s to its gpus.yaml entry")
+    # under PP, one GPU holds one stage: its weights, its layers' KV cache and FLOPs
     mem = (_weight_bytes_read(spec, fit, batch) + batch * context * fit.kv_bytes_per_token) / bw
-    flops = 2 * spec.param_counts()["active"] * batch / fit.tp
+    flops = 2 * spec.param_counts()["active"] * batch / (fit.tp * fit.pp)
     peak = _peak_tflops(gpu, act_b, spec.quantization is not None and
                         spec.quantization.method.startswith("fp8")) * 1e12
     comp = flops / (peak * COMPUTE_EFFICIENCY)
-    return max(mem, comp) + _allreduce_s(spec, gpu, fit.tp, batch, act_b) + STEP_OVERHEAD_S
+    return max(mem, comp) + _allreduce_s(spec, gpu, fit.tp, batch, act_b,
+                                         spec.num_layers / fit.pp) + STEP_OVERHEAD_S
 
 
-def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int) -> float:
+def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
+              hop_s: float = 0.0) -> float:
     act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
     fp8 = spec.quantization is not None and spec.quantization.method.startswith("fp8")
     peak = _peak_tflops(gpu, act_b, fp8) * 1e12 * COMPUTE_EFFICIENCY
@@ -118,13 +126,35 @@ def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int) -> float:
     chunk = max(1, fit.max_num_batched_tokens)
     steps = math.ceil(tokens / chunk)
     bw = (gpu.memory_bandwidth_gb_s or 1) * 1e9 * MEMORY_EFFICIENCY
-    weights = fit.weights_gib * 2**30 / bw * steps  # each chunk reads the weights once
+    # each chunk reads every stage's weights once; under PP the stages run one after another
+    weights = fit.weights_gib * fit.pp * 2**30 / bw * steps
     return max((linear + attn) / peak, weights) + steps * (
-        _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b) + STEP_OVERHEAD_S)
+        _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b) + STEP_OVERHEAD_S
+        + (fit.pp - 1) * hop_s)
 
 
-def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload) -> PerfEstimate:
-    """TTFT, TPOT and throughput of one replica at ``workload.concurrency`` sequences."""
+def pp_hop_s(spec: ModelSpec, fit: MemoryFit, tokens: int, fabric_gbps: float | None,
+             across_nodes: bool, gpu: Gpu) -> float:
+    """One pipeline-stage boundary: activations of ``tokens`` tokens, over the fabric between
+    instances (plus :data:`PP_HOP_S`) or over the GPU link inside one."""
+    act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
+    payload = tokens * spec.hidden_size * act_b
+    if across_nodes:
+        bw = (fabric_gbps or 100) * 1e9 / 8
+        return PP_HOP_S + payload / bw
+    lat, bw = _link(gpu, 2)
+    return lat + payload / bw
+
+
+def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
+             across_nodes: bool = False, fabric_gbps: float | None = None) -> PerfEstimate:
+    """TTFT, TPOT and throughput of one replica at ``workload.concurrency`` sequences.
+
+    Under pipeline parallelism (``fit.pp`` > 1) vLLM keeps ``pp`` micro-batches in flight: a
+    token of every sequence needs one pass through all stages, so a full round is ``pp`` stage
+    steps of ``ceil(c / pp)`` sequences plus ``pp`` stage boundaries (over the instances'
+    fabric when ``across_nodes``), and one engine-step overhead.
+    """
     notes: list[str] = []
     c = workload.concurrency
     if fit.max_concurrency and c > fit.max_concurrency * fit.max_model_len / max(
@@ -132,8 +162,20 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload) -> P
         notes.append("the KV cache cannot hold this many sequences at once: vLLM will queue")
     c = min(c, fit.max_num_seqs)
     ctx = workload.input_len + workload.output_len / 2
-    step = decode_step_s(spec, gpu, fit, c, ctx)
-    pre = prefill_s(spec, gpu, fit, workload.input_len)
+    pp = fit.pp
+    if pp == 1:
+        step = decode_step_s(spec, gpu, fit, c, ctx)
+        pre = prefill_s(spec, gpu, fit, workload.input_len)
+    else:
+        mb = max(1, math.ceil(c / pp))
+        hop = pp_hop_s(spec, fit, mb, fabric_gbps, across_nodes, gpu)
+        stage = decode_step_s(spec, gpu, fit, mb, ctx) - STEP_OVERHEAD_S
+        step = pp * (stage + hop) + STEP_OVERHEAD_S
+        chunk = min(workload.input_len, max(1, fit.max_num_batched_tokens))
+        pre = prefill_s(spec, gpu, fit, workload.input_len,
+                        pp_hop_s(spec, fit, chunk, fabric_gbps, across_nodes, gpu))
+        notes.append(f"pipeline of {pp} stages" + (" across instances" if across_nodes else "")
+                     + f": {pp} micro-batches of {mb} sequence(s) in flight")
     # in steady state every request's prefill is interleaved with the others' decode steps
     tpot = step + pre * (c - 1) / workload.output_len if c > 1 else step
     ttft = pre + (step if c > 1 else 0.0)
@@ -141,7 +183,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload) -> P
     out_tps = c * workload.output_len / e2e
     mem_bound = (_weight_bytes_read(spec, fit, c) + c * ctx * fit.kv_bytes_per_token)
     bound = "memory" if mem_bound / ((gpu.memory_bandwidth_gb_s or 1) * 1e9) * 1.0 >= (
-        2 * spec.param_counts()["active"] * c / fit.tp
+        2 * spec.param_counts()["active"] * c / (fit.tp * fit.pp)
         / (_peak_tflops(gpu, 2.0, False) * 1e12)) else "compute"
     return PerfEstimate(ttft_ms=round(ttft * 1000, 2), tpot_ms=round(tpot * 1000, 3),
                         output_tokens_per_s=round(out_tps, 2),

@@ -91,3 +91,11 @@ def place(inst: InstanceType, catalog: Catalog, tp: int, pp: int) -> Plan:
                               host_memory_bandwidth_gb_s=round(bw_total / replicas, 1)
                               if bw_total else None))
     return Plan(tp=tp, pp=pp, replicas=replicas, replica_layout=layout)
+
+
+def place_multi(inst: InstanceType, catalog: Catalog, tp: int, nodes: int) -> Plan:
+    """One replica over ``nodes`` identical instances: TP ``tp`` inside each (all its GPUs,
+    placed as on one instance), PP ``nodes`` across them — vLLM's multi-node recipe."""
+    one = place(inst, catalog, tp, 1)
+    head = one.replica_layout[0].model_copy(update={"vcpus": inst.vcpus})
+    return Plan(tp=tp, pp=nodes, replicas=1, replica_layout=[head], nodes=nodes)

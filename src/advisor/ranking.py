@@ -23,7 +23,7 @@ from advisor.engine import EngineProfile
 from advisor.errors import UserInputError
 from advisor.llm import ModelSpec
 from advisor.perf import PerfEstimate, Workload, estimate
-from advisor.plan import Plan, layouts
+from advisor.plan import Plan, layouts, place_multi, tp_sizes
 from advisor.sizing import FitRequest, MemoryFit, fit
 
 Objective = Literal["cost", "latency", "throughput"]
@@ -40,6 +40,8 @@ class Constraints(BaseModel):
     max_tpot_ms: float | None = Field(default=None, gt=0)
     max_ttft_ms: float | None = Field(default=None, gt=0)
     spot: bool = False
+    #: the most identical instances one replica may span (PP across them); 1: single machine
+    max_nodes: int = Field(default=4, ge=1, le=64)
 
 
 class Request(BaseModel):
@@ -123,10 +125,12 @@ class _Ranker:
                                          pp=pp, max_model_len=self.req.ctx,
                                          kv_cache_dtype=self.req.kv_cache_dtype), self.engine)
 
-    def _perf_uncached(self, gpu_id: str, tp: int, pp: int, c: int) -> PerfEstimate:
+    def _perf_uncached(self, gpu_id: str, tp: int, pp: int, c: int, nodes: int = 1,
+                       fabric_gbps: float | None = None) -> PerfEstimate:
         return estimate(self.spec, self.cat.gpus[gpu_id], self._fit(gpu_id, tp, pp),
                         Workload(input_len=self.req.input_len, output_len=self.req.output_len,
-                                 concurrency=c))
+                                 concurrency=c), across_nodes=nodes > 1,
+                        fabric_gbps=fabric_gbps)
 
     # -- filters ------------------------------------------------------------------------
     def price(self, inst: InstanceType) -> tuple[float | None, str, str | None]:
@@ -184,6 +188,11 @@ class _Ranker:
                       for p in layouts(self.spec, inst, self.cat, with_pp=True) if p.pp > 1]
             fitting_ok = [(p, f) for p, f in staged if f.fits]
             fitting += staged
+        no_fabric = ""
+        if not fitting_ok and self.cons.max_nodes > 1:  # too big for one instance: span several
+            multi, no_fabric = self.multi_node(inst)
+            if multi is not None:
+                fitting_ok = [multi]
         if not fitting_ok:
             def short(f: MemoryFit) -> float:
                 return max(f.weights_gib + f.activation_gib + f.non_torch_gib - f.budget_gib, 0.0)
@@ -192,13 +201,16 @@ class _Ranker:
             note = best.notes[0] if best and best.notes else "does not fit"
             return None, Rejection(provider=inst.provider, instance=inst.name, by="does not fit",
                                    reason=f"does not fit at ctx {self.req.ctx} with any layout "
-                                   f"of {inst.gpu.count} x {inst.gpu.model}: {note}",
+                                   f"of {inst.gpu.count} x {inst.gpu.model}: {note}"
+                                   + (f"; {no_fabric}" if no_fabric else ""),
                                    shortfall=round(short(best), 2) if best else None)
         candidates: list[tuple[float, Plan, MemoryFit, PerfEstimate]] = []
         limit_miss = ""
+        gbps = inst.fabric.gbps if inst.fabric else None
         for plan, f in fitting_ok:
             for c in self.concurrency_options(f, plan.replicas):
-                perf = self._perf(inst.gpu.model, plan.tp, plan.pp, c)
+                perf = self._perf(inst.gpu.model, plan.tp, plan.pp, c, plan.nodes,
+                                  gbps if plan.nodes > 1 else None)
                 if self.cons.max_tpot_ms and perf.tpot_ms > self.cons.max_tpot_ms:
                     limit_miss = f"TPOT {perf.tpot_ms:.1f} ms > --max-tpot-ms at concurrency {c}"
                     continue
@@ -214,11 +226,34 @@ class _Ranker:
         return self.recommendation(inst, usd, plan, f, perf), Rejection(
             provider=inst.provider, instance=inst.name, reason="")
 
+    def multi_node(self, inst: InstanceType) -> tuple[tuple[Plan, MemoryFit] | None, str]:
+        """The fewest identical instances (TP = the GPUs of one, PP = instances) that hold the
+        model — only over an inter-node fabric the catalog records; else why not, in words."""
+        sizes = tp_sizes(self.spec, inst.gpu.count)
+        if not sizes:
+            return None, ""
+        tp = max(sizes)
+        for nodes in range(2, self.cons.max_nodes + 1):
+            if nodes > self.spec.num_layers:
+                break
+            f = self._fit(inst.gpu.model, tp, nodes)
+            if not f.fits:
+                continue
+            fab = inst.fabric
+            if fab is None or not fab.for_multi_node:
+                said = ("records no inter-node fabric" if fab is None
+                        else f"records only {fab.kind} between instances")
+                return None, (f"{nodes} instances (TP {tp} x PP {nodes}) would hold it, but the "
+                              f"catalog {said} for {inst.name}: vLLM's multi-node serving needs "
+                              "EFA, InfiniBand or GPUDirect")
+            return (place_multi(inst, self.cat, tp, nodes), f), ""
+        return None, ""
+
     def score(self, inst: InstanceType, usd: float, plan: Plan,
               perf: PerfEstimate) -> tuple[float, float, list[str], list[str]]:
         """(score, $ per million output tokens, reasons, risks) from the stated weights."""
         tps = perf.output_tokens_per_s * plan.replicas
-        usd_m = usd / (tps * 3600) * 1e6 if tps > 0 else math.inf
+        usd_m = usd * plan.nodes / (tps * 3600) * 1e6 if tps > 0 else math.inf
         penalty = NUMA_PENALTY[plan.alignment]
         reasons: list[str] = []
         risks: list[str] = []
@@ -252,10 +287,22 @@ class _Ranker:
         per_replica_seqs = f.kv_cache_tokens // (self.req.ctx)
         reasons.insert(0, f"fits {f.max_concurrency:.1f} concurrent {self.req.ctx}-token "
                        f"sequences per replica ({per_replica_seqs} full-length at once)")
-        reasons.append(f"{plan.replicas} replica(s) of TP {plan.tp}"
-                       + (f" x PP {plan.pp}" if plan.pp > 1 else "")
-                       + f": {tps:,.0f} output tok/s at {perf.concurrency} sequences each "
-                       f"(TPOT {perf.tpot_ms:.1f} ms, TTFT {perf.ttft_ms:.0f} ms)")
+        if plan.nodes > 1:
+            fab = inst.fabric
+            reasons.append(f"one replica over {plan.nodes} instances: TP {plan.tp} inside each, "
+                           f"PP {plan.pp} across them over "
+                           f"{fab.kind if fab else '?'}"
+                           + (f" ({fab.gbps:g} Gbit/s)" if fab and fab.gbps else "")
+                           + f": {tps:,.0f} output tok/s at {perf.concurrency} sequences "
+                           f"(TPOT {perf.tpot_ms:.1f} ms, TTFT {perf.ttft_ms:.0f} ms), priced "
+                           f"as {plan.nodes} instances")
+            risks.append("multi-node serving runs on a Ray cluster: one instance lost stops "
+                         "the replica")
+        else:
+            reasons.append(f"{plan.replicas} replica(s) of TP {plan.tp}"
+                           + (f" x PP {plan.pp}" if plan.pp > 1 else "")
+                           + f": {tps:,.0f} output tok/s at {perf.concurrency} sequences each "
+                           f"(TPOT {perf.tpot_ms:.1f} ms, TTFT {perf.ttft_ms:.0f} ms)")
         r0 = plan.replica_layout[0]
         if plan.alignment == "aligned":
             reasons.append(f"GPUs {_gpu_list(r0.gpus)} and the replica's cores share NUMA node "

@@ -155,6 +155,20 @@ class Numa(_Model):
     gpu_nodes: list[int | None] | None = None
 
 
+class Fabric(_Model):
+    """The network between instances that multi-node serving (PP across nodes) runs over."""
+
+    kind: Literal["efa", "infiniband", "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma",
+                  "ethernet"]
+    #: total inter-node bandwidth of the instance, Gbit/s
+    gbps: PosFloat | None = None
+
+    @property
+    def for_multi_node(self) -> bool:
+        """An RDMA-class fabric: what vLLM's multi-node recipe expects between nodes."""
+        return self.kind != "ethernet"
+
+
 class PcieSwitch(_Model):
     """One PCIe switch (or root complex) and what hangs off it."""
 
@@ -220,6 +234,8 @@ class InstanceType(_Model):
     host: Host = Field(default_factory=Host)
     pcie_gen: PosInt | None = None
     network_gbps: PosFloat | None = None
+    #: the inter-node fabric; None where no source states it
+    fabric: Fabric | None = None
     price: Price = Field(default_factory=Price)
     regions: list[str] = Field(default_factory=list)
     sources: Sources

@@ -32,6 +32,8 @@ def plan_cmd(
     gpu: Annotated[list[str] | None, typer.Option(help="Only this GPU or family (repeatable).")]
     = None,
     spot: Annotated[bool, typer.Option(help="Price with spot prices.")] = False,
+    max_nodes: Annotated[int, typer.Option(
+        help="Most instances one replica may span (PP across them).", min=1, max=64)] = 4,
     top: Annotated[int, typer.Option(help="How many fleets to show.", min=1)] = 5,
     vllm_version: Annotated[str, typer.Option(help="The vLLM release to model.")]
     = DEFAULT_VLLM_VERSION,
@@ -49,7 +51,8 @@ def plan_cmd(
     options = fleet(model, ctx, rps=rps, input_len=input_len, output_len=output_len,
                     max_instances=max_instances, max_tpot_ms=max_tpot_ms,
                     max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
-                    spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog))
+                    spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
+                    max_nodes=max_nodes)
     picks = options[:top]
     if json:
         out.emit_json([o.model_dump() for o in picks])

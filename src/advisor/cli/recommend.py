@@ -64,8 +64,9 @@ def perf_cmd(
 
 def _row(r: Any) -> list[str]:
     p = r.plan
-    layout = f"{p.replicas}x TP{p.tp}" + (f" PP{p.pp}" if p.pp > 1 else "")
-    return [f"{r.provider}:{r.instance}", out.fmt(r.region), out.fmt(r.usd_per_hour),
+    layout = (f"{p.nodes} nodes: TP{p.tp} PP{p.pp}" if p.nodes > 1 else
+              f"{p.replicas}x TP{p.tp}" + (f" PP{p.pp}" if p.pp > 1 else ""))
+    return [f"{r.provider}:{r.instance}", out.fmt(r.region), out.fmt(r.usd_per_hour * p.nodes),
             f"{r.gpu_count}x {r.gpu}", layout, f"{r.fit.max_concurrency:.1f}",
             f"{r.instance_output_tokens_per_s:,.0f}", out.fmt(r.usd_per_million_output_tokens),
             r.numa.alignment]
@@ -93,6 +94,8 @@ def recommend_cmd(
     max_ttft_ms: Annotated[float | None, typer.Option(help="Time-to-first-token limit.")] = None,
     spot: Annotated[bool, typer.Option(help="Rank by spot prices.")] = False,
     kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
+    max_nodes: Annotated[int, typer.Option(
+        help="Most instances one replica may span (PP across them); 1: one machine.")] = 4,
     top: Annotated[int, typer.Option(help="How many picks to show.")] = 5,
     show_rejected: Annotated[bool, typer.Option(help="List excluded instances and why.")]
     = False,
@@ -106,8 +109,10 @@ def recommend_cmd(
     for name, v in (("--ctx", ctx), ("--input-len", input_len), ("--output-len", output_len),
                     ("--concurrency", concurrency), ("--top", top),
                     ("--max-usd-per-hour", max_usd_per_hour), ("--max-tpot-ms", max_tpot_ms),
-                    ("--max-ttft-ms", max_ttft_ms)):
+                    ("--max-ttft-ms", max_ttft_ms), ("--max-nodes", max_nodes)):
         _positive(name, v)
+    if max_nodes > 64:
+        raise UserInputError(f"--max-nodes {max_nodes} is more than 64")
     if objective not in ("cost", "latency", "throughput"):
         raise UserInputError(f"--objective {objective!r} is not cost, latency or throughput")
     if kv_cache_dtype not in ("auto", "fp8"):
@@ -118,7 +123,7 @@ def recommend_cmd(
         objective=objective, providers=provider, regions=region, gpus=gpu,
         max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
         spot=spot, kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=cat,
-        with_rejected=True)
+        with_rejected=True, max_nodes=max_nodes)
     if not recs:
         from advisor.ranking import explain_empty
 

@@ -1,0 +1,122 @@
+"""Beyond one machine: layouts over several instances (TP inside, PP across, priced as N
+instances, only over a recorded fabric), the pipeline in the perf model, and fleet sizing."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import advisor
+from advisor.fitting import fleet
+from advisor.perf import ALLREDUCE_LATENCY_S, PP_HOP_S, Workload, estimate
+from advisor.sizing import FitRequest, fit
+
+CAT = advisor.load_catalog()
+
+
+@pytest.fixture(scope="module")
+def big():
+    return advisor.recommend("llama-3.1-405b", 8192, providers=["aws", "gcp", "azure"],
+                             with_rejected=True)
+
+
+def test_405b_spans_two_p5_over_efa(big):
+    recs, _ = big
+    p5 = next(r for r in recs if r.instance == "p5.48xlarge")
+    assert (p5.plan.nodes, p5.plan.tp, p5.plan.pp, p5.plan.replicas) == (2, 8, 2, 1)
+    # priced as two instances
+    assert p5.usd_per_million_output_tokens == pytest.approx(
+        p5.usd_per_hour * 2 / (p5.instance_output_tokens_per_s * 3600) * 1e6, rel=1e-3)
+    assert any("over efa (3200 Gbit/s)" in r for r in p5.reasons)
+    assert p5.fit.fits and p5.fit.pp == 2
+    assert CAT.instance("aws:p5.48xlarge").fabric.kind == "efa"
+
+
+def test_single_instance_layouts_win_when_they_fit(big):
+    recs, _ = big
+    h200 = next(r for r in recs if r.instance == "p5en.48xlarge")  # 8 x 141 GB holds 405B
+    assert h200.plan.nodes == 1
+
+
+def test_no_fabric_no_multi_node(big):
+    _, rejected = big
+    a2 = next(r for r in rejected if r.instance == "a2-ultragpu-4g")
+    assert a2.by == "does not fit"
+    assert "would hold it, but the catalog records no inter-node fabric" in a2.reason
+    _, small = advisor.recommend("qwen3-32b", 8192, providers=["aws"], with_rejected=True)
+    g6 = next(r for r in small if r.instance == "g6.xlarge")
+    assert "records only ethernet" in g6.reason  # the EC2 API says: no EFA on this size
+
+
+def test_max_nodes_one_keeps_it_on_one_machine():
+    recs = advisor.recommend("llama-3.1-405b", 8192, providers=["aws"], max_nodes=1)
+    assert all(r.plan.nodes == 1 for r in recs)
+    assert "p5.48xlarge" not in {r.instance for r in recs}
+
+
+def test_pipeline_across_instances_costs_the_hops():
+    spec = advisor.model_spec("llama-3.1-405b")
+    g = CAT.gpus["H100-SXM"]
+    f = fit(spec, FitRequest(gpu_memory_gib=79.25, gpu_name=g.name, tp=8, pp=2,
+                             max_model_len=8192), advisor.engine_profile())
+    w = Workload(input_len=1024, output_len=256, concurrency=1)
+    inside = estimate(spec, g, f, w)
+    across = estimate(spec, g, f, w, across_nodes=True, fabric_gbps=3200)
+    assert across.tpot_ms > inside.tpot_ms
+    # two stage boundaries, each PP_HOP_S over the fabric instead of an NVLink hop
+    extra = 2 * (PP_HOP_S - ALLREDUCE_LATENCY_S["nvlink"]) * 1000
+    assert across.tpot_ms - inside.tpot_ms == pytest.approx(extra, rel=0.05)
+    slow = estimate(spec, g, f, w, across_nodes=True, fabric_gbps=100)
+    assert slow.tpot_ms > across.tpot_ms  # a slower fabric, a slower token
+    assert any("pipeline of 2 stages across instances" in n for n in across.notes)
+
+
+def test_fleet_counts_instances_per_replica():
+    options = fleet("llama-3.1-405b", 8192, rps=2, providers=["aws"], max_tpot_ms=100)
+    p5 = next(o for o in options if o.instance == "p5.48xlarge")
+    assert p5.nodes_per_replica == 2
+    assert p5.instances == 2 * math.ceil(2 / p5.rps_per_replica)
+    assert p5.usd_per_month == pytest.approx(p5.instances * p5.usd_per_hour * 730, rel=1e-6)
+    assert [o.usd_per_month for o in options] == sorted(o.usd_per_month for o in options)
+
+
+def test_fleet_single_node_packs_replicas():
+    options = fleet("llama-3-8b", 8192, rps=37, providers=["aws", "gcp"])
+    for o in options:
+        assert o.capacity_rps >= 37 and o.headroom >= 0
+        need = math.ceil(37 / o.rps_per_replica)
+        if o.nodes_per_replica > 1:  # small GPUs paired over EFA (g4dn.8xlarge and up)
+            assert o.instances == need * o.nodes_per_replica
+            continue
+        assert o.instances == math.ceil(need / o.replicas_per_instance)
+        # one instance fewer would not carry the load
+        assert (o.instances - 1) * o.replicas_per_instance * o.rps_per_replica < 37
+    assert sum(o.nodes_per_replica == 1 for o in options) > 10
+
+
+def test_fleet_respects_latency_limits():
+    for o in fleet("llama-3-8b", 8192, rps=10, max_tpot_ms=25):
+        assert o.tpot_ms <= 25
+
+
+def test_cli_plan_json_and_bad_input(cli):
+    r = cli("plan", "--model", "llama-3-8b", "--ctx", "8192", "--rps", "20", "--json",
+            "--top", "3")
+    assert r.exit_code == 0, r.stderr
+    body = json.loads(r.stdout)
+    assert len(body) == 3 and {"instances", "usd_per_month", "headroom"} <= set(body[0])
+    too_many = cli("plan", "--model", "llama-3.3-70b", "--ctx", "8192", "--rps", "100000",
+                   "--max-instances", "2")
+    assert too_many.exit_code == 2
+    line = too_many.stderr.strip()
+    assert "no fleet of at most 2 instances carries 100000 req/s: closest" in line
+    assert "needs" in line and len(line.splitlines()) == 1
+    for args, needle in ((["--rps", "0"], "--rps"), (["--rps", "-3"], "--rps"),
+                         (["--rps", "1", "--max-instances", "0"], "max-instances")):
+        r = cli("plan", "--model", "llama-3-8b", "--ctx", "8192", *args)
+        assert r.exit_code == 2 and needle in r.stderr, r.stderr
+    huge = cli("recommend", "--model", "llama-3.1-405b", "--ctx", "131072", "--max-nodes", "1",
+               "--gpu", "L4")
+    assert huge.exit_code == 2 and "closest" in huge.stderr
