@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # advisor: wait until this replica's vLLM answers /health (ExecStartPost of vllm@.service).
 set -euo pipefail
+# a multi-node worker serves no HTTP: it is healthy once its Ray worker runs (systemd watches it)
+if [[ "${ADVISOR_ROLE:-single}" == worker ]]; then exit 0; fi
 : "${ADVISOR_PORT:?}"
 host="${ADVISOR_HOST:-127.0.0.1}"
 [[ "$host" == "0.0.0.0" ]] && host=127.0.0.1

@@ -14,6 +14,13 @@
 #   ADVISOR_VLLM_NUMA_BIND=1  the pinned vLLM has --numa-bind (PR #38635): a replica whose GPUs
 #                           span nodes lets vLLM bind each worker to its own GPU's node
 #   ADVISOR_DRY_RUN=1       print the command line instead of running it
+#   ADVISOR_ROLE            single (default), or head / worker of a multi-node replica: the
+#                           workers join the head's Ray cluster (ray start --address), the head
+#                           starts Ray, waits for ADVISOR_NODES nodes and runs vllm serve with
+#                           --pipeline-parallel-size ADVISOR_PP over Ray (vLLM's multi-node
+#                           recipe); every node is NUMA-bound the same way
+#   ADVISOR_RAY_HEAD        the head's address, for a worker (else read from /etc/advisor/ray-head)
+#   ADVISOR_RAY_PORT        Ray's port on the head (default 6379)
 #
 # Binding: numactl --cpunodebind/--membind to the GPUs' node, read from sysfs at boot (the
 # catalog can be wrong; the machine is not). numactl rather than systemd's NUMAPolicy= and
@@ -115,21 +122,76 @@ fetch_key() {
   esac
 }
 
-cmd=("${numa[@]}" "$venv/bin/vllm" serve "$ADVISOR_MODEL" --host "$host"
-     --port "$ADVISOR_PORT" --tensor-parallel-size "$ADVISOR_TP"
-     --max-model-len "$ADVISOR_MAX_MODEL_LEN" --gpu-memory-utilization "$ADVISOR_GPU_MEM_UTIL"
-     "${extra[@]}")
+role="${ADVISOR_ROLE:-single}"
+ray_port="${ADVISOR_RAY_PORT:-6379}"
+ngpus="${#gpus[@]}"
+ray_head=()
+case "$role" in
+  single)
+    cmd=("${numa[@]}" "$venv/bin/vllm" serve "$ADVISOR_MODEL" --host "$host"
+         --port "$ADVISOR_PORT" --tensor-parallel-size "$ADVISOR_TP"
+         --max-model-len "$ADVISOR_MAX_MODEL_LEN" --gpu-memory-utilization "$ADVISOR_GPU_MEM_UTIL"
+         "${extra[@]}") ;;
+  head)
+    : "${ADVISOR_PP:?}" "${ADVISOR_NODES:?}"
+    ray_head=("${numa[@]}" "$venv/bin/ray" start --head --port "$ray_port" --num-gpus "$ngpus"
+              --disable-usage-stats)
+    cmd=("${numa[@]}" "$venv/bin/vllm" serve "$ADVISOR_MODEL" --host "$host"
+         --port "$ADVISOR_PORT" --tensor-parallel-size "$ADVISOR_TP"
+         --pipeline-parallel-size "$ADVISOR_PP" --distributed-executor-backend ray
+         --max-model-len "$ADVISOR_MAX_MODEL_LEN" --gpu-memory-utilization "$ADVISOR_GPU_MEM_UTIL"
+         "${extra[@]}") ;;
+  worker)
+    head_addr="${ADVISOR_RAY_HEAD:-}"
+    if [[ -z "$head_addr" && -r /etc/advisor/ray-head ]]; then
+      head_addr="$(tr -d '[:space:]' </etc/advisor/ray-head)"
+    fi
+    if [[ ! "$head_addr" =~ ^[0-9A-Za-z.:-]+$ ]]; then
+      log "worker: no Ray head address (ADVISOR_RAY_HEAD or /etc/advisor/ray-head)"
+      exit 1
+    fi
+    cmd=("${numa[@]}" "$venv/bin/ray" start --block --address "$head_addr:$ray_port"
+         --num-gpus "$ngpus" --disable-usage-stats) ;;
+  *) log "ADVISOR_ROLE must be single, head or worker, not $role"; exit 1 ;;
+esac
 
 if [[ "$dry_run" == 1 ]]; then
-  printf 'CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=%q OMP_NUM_THREADS=%q VLLM_API_KEY=<from %q>' \
-    "$ADVISOR_GPUS" "${threads:-unset}" "${key_ref:-nowhere}"
+  if [[ "${#ray_head[@]}" -gt 0 ]]; then
+    printf 'RAY:'
+    printf ' %q' "${ray_head[@]}"
+    printf '\n'
+  fi
+  if [[ "$role" == worker ]]; then
+    printf 'CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=%q OMP_NUM_THREADS=%q' \
+      "$ADVISOR_GPUS" "${threads:-unset}"
+  else
+    printf 'CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=%q OMP_NUM_THREADS=%q VLLM_API_KEY=<from %q>' \
+      "$ADVISOR_GPUS" "${threads:-unset}" "${key_ref:-nowhere}"
+  fi
   printf ' %q' "${cmd[@]}"
   printf '\n'
   exit 0
 fi
 
-VLLM_API_KEY="$(fetch_key)"
 # indices are nvidia-smi's (PCI bus order); CUDA's default order is fastest-first
-export VLLM_API_KEY CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="$ADVISOR_GPUS"
+export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="$ADVISOR_GPUS"
 if [[ -n "$threads" ]]; then export OMP_NUM_THREADS="$threads"; fi
+if [[ "$role" == worker ]]; then
+  exec "${cmd[@]}"
+fi
+VLLM_API_KEY="$(fetch_key)"
+export VLLM_API_KEY
+if [[ "$role" == head ]]; then
+  "${ray_head[@]}"
+  # vLLM places the pipeline stages on the cluster's GPUs: wait until every node has joined
+  for _ in $(seq 1 360); do
+    if "$venv/bin/python" -c 'import sys, ray
+ray.init(address="auto", logging_level="ERROR")
+sys.exit(0 if sum(1 for n in ray.nodes() if n["Alive"]) >= int(sys.argv[1]) else 1)' \
+         "$ADVISOR_NODES" 2>/dev/null; then
+      break
+    fi
+    sleep 5
+  done
+fi
 exec "${cmd[@]}"

@@ -120,3 +120,99 @@ def test_cli_plan_json_and_bad_input(cli):
     huge = cli("recommend", "--model", "llama-3.1-405b", "--ctx", "131072", "--max-nodes", "1",
                "--gpu", "L4")
     assert huge.exit_code == 2 and "closest" in huge.stderr
+
+
+# -- rendering a multi-node replica ---------------------------------------------------------
+def _multi_files(ray_head=None):
+    from advisor.plan import place_multi
+    from advisor.render import RenderRequest, render
+
+    p5 = CAT.instance("aws:p5.48xlarge")
+    plan = place_multi(p5, CAT, 8, 2)
+    req = RenderRequest(model="meta-llama/Llama-3.1-405B-Instruct", max_model_len=8192,
+                        vllm_version="0.11.0", api_key_ref="aws-ssm:/advisor/vllm-api-key",
+                        ray_head=ray_head)
+    return render(p5, plan, req)
+
+
+def _env(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def test_render_head_and_worker():
+    import yaml
+
+    files = _multi_files("10.0.0.5")
+    head, worker = _env(files["env/vllm-0.env"]), _env(files["worker/env/vllm-0.env"])
+    assert (head["ADVISOR_ROLE"], head["ADVISOR_PP"], head["ADVISOR_NODES"]) == ("head", "2", "2")
+    assert worker["ADVISOR_ROLE"] == "worker" and worker["ADVISOR_RAY_HEAD"] == "10.0.0.5"
+    assert "ADVISOR_RAY_HEAD" not in head
+    for name in ("user-data", "worker/user-data"):
+        doc = yaml.safe_load(files[name])
+        pip = next(c for c in doc["runcmd"] if "pip" in c[0])
+        assert "vllm==0.11.0" in pip and "ray[default]" in pip
+        assert ["systemctl", "enable", "--now", "vllm@0.service"] in doc["runcmd"]
+    assert "ADVISOR_ROLE=worker" in files["worker/user-data"]
+    assert "ADVISOR_ROLE=head" in files["user-data"]
+
+
+def test_multi_node_user_data_passes_cloud_inits_schema(tmp_path):
+    import shutil
+    import subprocess
+
+    exe = shutil.which("cloud-init")
+    if exe is None:
+        pytest.skip("cloud-init is not installed here (.ci/run installs it)")
+    files = _multi_files()
+    for name in ("user-data", "worker/user-data"):
+        f = tmp_path / name.replace("/", "-")
+        f.write_text(files[name])
+        r = subprocess.run([exe, "schema", "--config-file", str(f)], capture_output=True,
+                           text=True, check=False)
+        assert r.returncode == 0 and "Valid" in r.stdout, r.stdout + r.stderr
+
+
+def test_hostile_head_address_is_refused():
+    from advisor.errors import UserInputError
+
+    for bad in ("10.0.0.5; rm -rf /", "$(id)", "a b"):
+        with pytest.raises(UserInputError, match="cannot be used safely"):
+            _multi_files(bad)
+
+
+def _launch(sysfs, env):
+    import os
+    import subprocess
+
+    from advisor.render import templates_dir
+    from tests.test_render import BUS
+
+    full = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1", "ADVISOR_SYSFS_ROOT": str(sysfs),
+            "ADVISOR_BUS_IDS": BUS, **env}
+    return subprocess.run(["bash", str(templates_dir() / "vllm-launch.sh")], capture_output=True,
+                          text=True, env=full, timeout=30, check=False)
+
+
+def test_launcher_roles_on_a_two_node_host(tmp_path):
+    from tests.test_topology import EIGHT, make_sysfs
+
+    sysfs = make_sysfs(tmp_path, {0: "0-95", 1: "96-191"}, EIGHT)
+    files = _multi_files("10.0.0.5")
+    head = _launch(sysfs, _env(files["env/vllm-0.env"]))
+    assert head.returncode == 0, head.stderr
+    ray_line, serve_line = head.stdout.strip().splitlines()
+    # all eight GPUs span both NUMA nodes: CPUs of both, memory interleaved, on every node
+    bind = r"numactl --cpunodebind=0\,1 --interleave=0\,1"  # printf %q escapes the commas
+    assert ray_line.startswith(f"RAY: {bind} /opt/advisor/venv/bin/ray start --head --port 6379")
+    assert "--num-gpus 8" in ray_line
+    assert bind in serve_line and "--tensor-parallel-size 8 --pipeline-parallel-size 2" in \
+        serve_line and "--distributed-executor-backend ray" in serve_line
+    worker = _launch(sysfs, _env(files["worker/env/vllm-0.env"]))
+    assert worker.returncode == 0, worker.stderr
+    line = worker.stdout.strip()
+    assert f"{bind} /opt/advisor/venv/bin/ray start --block --address 10.0.0.5:6379" in line
+    assert "VLLM_API_KEY" not in line and "vllm serve" not in line  # workers hold no key
+    lost = _env(files["worker/env/vllm-0.env"])
+    del lost["ADVISOR_RAY_HEAD"]
+    orphan = _launch(sysfs, lost)
+    assert orphan.returncode == 1 and "no Ray head address" in orphan.stderr

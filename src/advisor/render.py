@@ -60,6 +60,9 @@ class RenderRequest(BaseModel):
     host: str = "127.0.0.1"
     api_key_ref: str
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    #: a multi-node replica's head address for the workers (None: read at boot from
+    #: /etc/advisor/ray-head, which provisioning or the user writes)
+    ray_head: str | None = None
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -89,7 +92,7 @@ def _env() -> Environment:
 
 
 def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV,
-                numa_bind_flag: bool = False) -> str:
+                numa_bind_flag: bool = False, role: str = "single") -> str:
     """The EnvironmentFile of replica ``i`` (every value already checked safe)."""
     all_gpus = ";".join(",".join(map(str, r.gpus)) for r in plan.replica_layout)
     lines = {
@@ -105,6 +108,11 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
         "ADVISOR_VENV": venv,
         "ADVISOR_VLLM_NUMA_BIND": "1" if numa_bind_flag else "0",
     }
+    if role != "single":
+        lines.update({"ADVISOR_ROLE": role, "ADVISOR_PP": str(plan.pp),
+                      "ADVISOR_NODES": str(plan.nodes)})
+        if role == "worker" and req.ray_head:
+            lines["ADVISOR_RAY_HEAD"] = req.ray_head
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
@@ -114,14 +122,22 @@ def unit(bin_dir: str = DEFAULT_BIN, env_dir: str = DEFAULT_ENV, user: str = SER
 
 
 def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]:
-    """file name -> content for one instance and plan."""
+    """file name -> content for one instance and plan.
+
+    A multi-node plan (``plan.nodes`` > 1) gives the head's files at the top (``user-data``,
+    ``env/vllm-0.env``) and the workers' under ``worker/``: every node runs the same NUMA-bound
+    launcher, the workers join the head's Ray cluster, the head serves with TP inside a node
+    and PP across nodes.
+    """
     for kind in ("model", "vllm_version", "host", "api_key_ref"):
         _check(kind, getattr(req, kind))
+    if req.ray_head is not None:
+        _check("host", req.ray_head)
     if req.port + plan.replicas - 1 > 65535:
         raise UserInputError("the replicas' ports would pass 65535", hint="use a lower --port")
-    if plan.pp != 1:
-        raise UserInputError("rendering pipeline-parallel layouts is not supported yet",
-                             hint="pick a TP-only layout (--tp)")
+    if plan.pp != 1 and plan.nodes == 1:
+        raise UserInputError("rendering pipeline-parallel layouts inside one instance is not "
+                             "supported yet", hint="pick a TP-only layout (--tp)")
     tdir = templates_dir()
     launcher = (tdir / "vllm-launch.sh").read_text()
     health = (tdir / "vllm-health.sh").read_text()
@@ -129,24 +145,46 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
     from advisor.engine import profile
 
     flag = profile(req.vllm_version).numa_bind_flag
-    envs = {f"env/vllm-{i}.env": replica_env(req, plan, i, numa_bind_flag=flag)
-            for i in range(plan.replicas)}
+    multi = plan.nodes > 1
+    roles = ["head", "worker"] if multi else ["single"]
+    out: dict[str, str] = {"vllm@.service": service, "vllm-launch.sh": launcher,
+                           "vllm-health.sh": health}
+    for role in roles:
+        prefix = "worker/" if role == "worker" else ""
+        envs = {f"{prefix}env/vllm-{i}.env": replica_env(req, plan, i, numa_bind_flag=flag,
+                                                         role=role)
+                for i in range(plan.replicas)}
+        out.update(envs)
+        out[f"{prefix}user-data"] = _user_data(req, plan, list(envs.values()), launcher,
+                                               health, service, with_ray=multi)
+    out["plan.json"] = json.dumps({
+        "instance": inst.key, "model": req.model, "plan": plan.model_dump(),
+        "ports": [req.port + i for i in range(plan.replicas)], "host": req.host,
+        "vllm_version": req.vllm_version, "api_key_ref": req.api_key_ref,
+        "nodes": plan.nodes, "ray_head": req.ray_head}, indent=2) + "\n"
+    return out
+
+
+def _user_data(req: RenderRequest, plan: Plan, envs: list[str], launcher: str, health: str,
+               service: str, with_ray: bool) -> str:
     write_files: list[dict[str, Any]] = [
         {"path": f"{DEFAULT_BIN}/vllm-launch.sh", "permissions": "0755", "content": launcher},
         {"path": f"{DEFAULT_BIN}/vllm-health.sh", "permissions": "0755", "content": health},
         {"path": "/etc/systemd/system/vllm@.service", "permissions": "0644", "content": service},
     ]
-    for i in range(plan.replicas):
+    for i, env in enumerate(envs):
         write_files.append({"path": f"{DEFAULT_ENV}/vllm-{i}.env", "permissions": "0640",
-                            "content": envs[f"env/vllm-{i}.env"]})
+                            "content": env})
+    pip = [f"{DEFAULT_VENV}/bin/pip", "install", "--no-cache-dir", f"vllm=={req.vllm_version}"]
+    if with_ray:
+        pip.append("ray[default]")
     runcmd: list[list[str]] = [
         ["python3", "-m", "venv", DEFAULT_VENV],
-        [f"{DEFAULT_VENV}/bin/pip", "install", "--no-cache-dir", f"vllm=={req.vllm_version}"],
+        pip,
         ["chown", "-R", f"root:{SERVICE_USER}", DEFAULT_ENV],
         ["systemctl", "daemon-reload"],
     ]
-    runcmd += [["systemctl", "enable", "--now", f"vllm@{i}.service"]
-               for i in range(plan.replicas)]
+    runcmd += [["systemctl", "enable", "--now", f"vllm@{i}.service"] for i in range(len(envs))]
     cloud_config = {
         "users": ["default", {"name": SERVICE_USER, "system": True, "shell": "/usr/sbin/nologin",
                               "homedir": "/var/lib/vllm"}],
@@ -155,14 +193,8 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
         "write_files": write_files,
         "runcmd": runcmd,
     }
-    user_data = "#cloud-config\n" + yaml.dump(cloud_config, Dumper=_BlockDumper, sort_keys=False,
-                                               width=1000)
-    plan_json = json.dumps({"instance": inst.key, "model": req.model, "plan": plan.model_dump(),
-                            "ports": [req.port + i for i in range(plan.replicas)],
-                            "host": req.host, "vllm_version": req.vllm_version,
-                            "api_key_ref": req.api_key_ref}, indent=2) + "\n"
-    return {"user-data": user_data, "vllm@.service": service, "vllm-launch.sh": launcher,
-            "vllm-health.sh": health, "plan.json": plan_json, **envs}
+    return "#cloud-config\n" + yaml.dump(cloud_config, Dumper=_BlockDumper, sort_keys=False,
+                                          width=1000)
 
 
 def write(files: dict[str, str], out: Path) -> list[Path]:

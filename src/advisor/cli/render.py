@@ -34,6 +34,9 @@ def render_cmd(
         help="Where the API key is read at boot: aws-ssm:NAME, gcp-secret:NAME, "
         "azure-kv:VAULT/NAME or file:/PATH.")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
+    ray_head: Annotated[str | None, typer.Option(
+        help="Multi-node: the head's address for the workers (else read at boot from "
+        "/etc/advisor/ray-head).")] = None,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -48,40 +51,56 @@ def render_cmd(
     else:
         repo = model
         model_spec(model, cat)  # a repo id must at least be sizeable (cached config)
+    plan = None
     if instance is None:
         best = recommend(model, ctx, catalog=cat, top=1)[0]
         inst = cat.instance(f"{best.provider}:{best.instance}")
-        tp = tp or best.plan.tp
+        if tp is None or tp == best.plan.tp:
+            plan = best.plan
     else:
         inst = cat.instance(instance)
-    if tp is None:
+    if plan is None and tp is None:
         recs = recommend(model, ctx, catalog=cat, providers=[inst.provider], top=None)
         mine = [r for r in recs if r.instance == inst.name]
         if not mine:
             raise UserInputError(f"{model} does not fit on {inst.key} at ctx {ctx}",
                                  hint="'advisor fit' shows by how much")
-        tp = mine[0].plan.tp
-    if inst.gpu.count % tp:
-        raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of {inst.key}")
-    result, _, _ = fit(model, inst.gpu.model, catalog=cat, tp=tp, max_model_len=ctx,
-                       gpu_memory_utilization=gpu_memory_utilization, vllm_version=vllm_version)
-    if not result.fits:
-        raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
-                             f"{result.notes[0] if result.notes else ''}",
-                             hint="raise --tp or shorten --ctx")
+        plan = mine[0].plan
+    if plan is None:
+        assert tp is not None
+        if inst.gpu.count % tp:
+            raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of "
+                                 f"{inst.key}")
+        result, _, _ = fit(model, inst.gpu.model, catalog=cat, tp=tp, max_model_len=ctx,
+                           gpu_memory_utilization=gpu_memory_utilization,
+                           vllm_version=vllm_version)
+        if not result.fits:
+            raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
+                                 f"{result.notes[0] if result.notes else ''}",
+                                 hint="raise --tp or shorten --ctx")
+        plan = place(inst, cat, tp, 1)
     key_ref = api_key_ref or DEFAULT_KEY_REF.get(inst.provider)
     if key_ref is None:
         raise UserInputError("--api-key-ref is needed for this provider",
                              hint="e.g. --api-key-ref azure-kv:myvault/vllm-api-key")
-    plan = place(inst, cat, tp, 1)
     req = RenderRequest(model=repo, max_model_len=ctx, vllm_version=vllm_version, port=port,
                         host=host, api_key_ref=key_ref,
-                        gpu_memory_utilization=gpu_memory_utilization)
+                        gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)
     files = render(inst, plan, req)
     paths = write(files, out_dir)
     if json:
         out.emit_json({"instance": inst.key, "out": str(out_dir), "files": [str(p) for p in paths],
-                       "replicas": plan.replicas, "tp": plan.tp})
+                       "replicas": plan.replicas, "tp": plan.tp, "pp": plan.pp,
+                       "nodes": plan.nodes})
+        return
+    if plan.nodes > 1:
+        out.line(f"{inst.key} x {plan.nodes}: one replica, TP {plan.tp} in each instance, PP "
+                 f"{plan.pp} across them over Ray; user-data for the head, worker/user-data for "
+                 f"the {plan.nodes - 1} worker(s)"
+                 + ("" if ray_head else "; write the head's address to /etc/advisor/ray-head "
+                    "on the workers (or pass --ray-head)"))
+        for p in paths:
+            out.line(f"  {p}")
         return
     out.line(f"{inst.key}: {plan.replicas} replica(s) of TP {plan.tp}, ports "
              f"{port}-{port + plan.replicas - 1} on {host}; NUMA {plan.alignment} in the catalog, "
