@@ -53,10 +53,10 @@ def test_disk_holds_weights_and_overhead():
 def test_candidates_follow_the_ranking_and_regions():
     picks = candidates("llama-3-8b", 8192, catalog=CAT, provider="gcp", max_types=2)
     recs = advisor.recommend("llama-3-8b", 8192, providers=["gcp"], top=2)
-    assert [(p[0].name, p[3]) for p in picks] == [(r.instance, r.region) for r in recs]
+    assert [(p[0].name, p[2]) for p in picks] == [(r.instance, r.region) for r in recs]
     two = candidates("llama-3-8b", 8192, catalog=CAT, instance="aws:g6e.xlarge",
                      regions=["us-west-2", "eu-west-1"])
-    assert [p[3] for p in two] == ["us-west-2", "eu-west-1"]
+    assert [p[2] for p in two] == ["us-west-2", "eu-west-1"]
     with pytest.raises(UserInputError, match="not a region"):
         candidates("llama-3-8b", 8192, catalog=CAT, regions=["../etc"])
 

@@ -36,6 +36,7 @@ from advisor.catalog import load as load_catalog
 from advisor.catalog.schema import InstanceType
 from advisor.engine import DEFAULT_VLLM_VERSION
 from advisor.errors import OperationError, UserInputError
+from advisor.plan import Plan
 from advisor.providers.base import (
     CloudError,
     LaunchSpec,
@@ -77,6 +78,8 @@ class Candidate(BaseModel):
     region: str
     tp: int
     replicas: int
+    #: instances the replica spans (head + workers)
+    nodes: int = 1
     usd_per_hour: float | None
     spec: LaunchSpec
 
@@ -90,6 +93,8 @@ class ProvisionResult(BaseModel):
     region: str | None = None
     zone: str | None = None
     usd_per_hour: float | None = None
+    #: instances one replica spans (head first)
+    nodes: int = 1
     instances: list[InstanceRow] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
     #: --dry-run: per candidate, the exact calls and bodies that would be sent
@@ -135,8 +140,8 @@ def disk_gib(weights_total_gib: float) -> int:
 def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None = None,
                instance: str | None = None, regions: list[str] | None = None,
                spot: bool = False, max_types: int = 3, vllm_version: str | None = None
-               ) -> list[tuple[InstanceType, int, int, str, float | None, float]]:
-    """(instance type, TP, replicas, region, $/h, weights GiB in all), best first."""
+               ) -> list[tuple[InstanceType, Plan, str, float | None, float]]:
+    """(instance type, layout, region, $/h per instance, weights GiB in all), best first."""
     from advisor.fitting import recommend
 
     regions = regions or []
@@ -173,20 +178,17 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
         wanted = regions or ([rec.region] if rec.region else offered[:1])
         weights = rec.fit.weights_gib * rec.plan.tp * rec.plan.pp
         for region in wanted:
-            out.append((inst, rec.plan.tp, rec.plan.replicas, region,
-                        rec.usd_per_hour or None, weights))
+            out.append((inst, rec.plan, region, rec.usd_per_hour or None, weights))
     return out
 
 
-def build_spec(inst: InstanceType, tp: int, region: str, *, name: str, model_repo: str,
+def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_repo: str,
                model_label: str, ctx: int, catalog: Catalog, weights_gib: float,
                vllm_version: str, port: int, api_key_ref: str, allow_cidrs: list[str],
                ssh_cidrs: list[str], spot: bool, image: str | None,
                options: Mapping[str, str], gpu_memory_utilization: float = 0.9) -> LaunchSpec:
-    from advisor.plan import place
     from advisor.render import RenderRequest, render
 
-    plan = place(inst, catalog, tp, 1)
     # reachable from outside only when a range was opened for it; the firewall still decides
     host = "0.0.0.0" if allow_cidrs else "127.0.0.1"
     files = render(inst, plan, RenderRequest(
@@ -195,7 +197,9 @@ def build_spec(inst: InstanceType, tp: int, region: str, *, name: str, model_rep
     return LaunchSpec(
         deployment=name, provider=inst.provider, instance_type=inst.name, region=region,
         gpu_model=inst.gpu.model, gpu_count=inst.gpu.count, vcpus=inst.vcpus,
-        user_data=files["user-data"], disk_gib=disk_gib(weights_gib),
+        user_data=files["user-data"], worker_user_data=files.get("worker/user-data"),
+        nodes=plan.nodes, fabric=inst.fabric.kind if inst.fabric else None,
+        disk_gib=disk_gib(weights_gib),
         ports=[port + i for i in range(plan.replicas)], spot=spot,
         allow_cidrs=allow_cidrs, ssh_cidrs=ssh_cidrs, image=image, api_key_ref=api_key_ref,
         labels=user_agent_labels(name, model_label), options=dict(options))
@@ -242,17 +246,18 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     name = check_name(name or default_name(alias, picks[0][0].name))
     opts = provider_options or {}
     cands: list[Candidate] = []
-    for inst, tp, replicas, region, usd, weights in picks:
+    for inst, plan, region, usd, weights in picks:
         ref = api_key_ref or DEFAULT_KEY_REF.get(inst.provider)
         if ref is None:
             raise UserInputError(f"--api-key-ref is needed for {inst.provider}",
                                  hint="e.g. --api-key-ref azure-kv:myvault/vllm-api-key")
-        spec = build_spec(inst, tp, region, name=name, model_repo=repo, model_label=alias,
+        spec = build_spec(inst, plan, region, name=name, model_repo=repo, model_label=alias,
                           ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
                           port=port, api_key_ref=ref, allow_cidrs=allow, ssh_cidrs=ssh,
                           spot=spot, image=image, options=opts.get(inst.provider, {}))
         cands.append(Candidate(provider=inst.provider, instance_type=inst.name, region=region,
-                               tp=tp, replicas=replicas, usd_per_hour=usd, spec=spec))
+                               tp=plan.tp, replicas=plan.replicas, nodes=plan.nodes,
+                               usd_per_hour=usd, spec=spec))
 
     if dry_run:
         reqs = []
@@ -270,8 +275,10 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         return existing.model_copy(update={"warnings": warnings})
 
     first = cands[0]
-    summary = (f"launch {first.provider}:{first.instance_type} in {first.region} as {name!r}"
-               + (f" at ${first.usd_per_hour:.2f}/h" if first.usd_per_hour else "")
+    count = f"{first.nodes} x " if first.nodes > 1 else ""
+    summary = (f"launch {count}{first.provider}:{first.instance_type} in {first.region} as "
+               f"{name!r}"
+               + (f" at ${first.usd_per_hour * first.nodes:.2f}/h" if first.usd_per_hour else "")
                + (f" (then up to {len(cands) - 1} fallback(s))" if len(cands) > 1 else ""))
     if confirm is not None and not confirm(summary):
         raise UserInputError("nothing launched: not confirmed", hint="pass --yes to skip the "
@@ -313,8 +320,8 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
             continue
         result = ProvisionResult(name=name, status="launched", provider=c.provider,
                                  instance_type=c.instance_type, region=c.region,
-                                 zone=launched.zone, usd_per_hour=c.usd_per_hour,
-                                 instances=[launched],
+                                 zone=launched[0].zone, usd_per_hour=c.usd_per_hour,
+                                 instances=launched, nodes=c.nodes,
                                  attempts=attempts, warnings=warnings,
                                  user_data=None)
         if wait:
@@ -369,8 +376,37 @@ def _existing(st: Store, name: str, providers: ProviderSource,
     return None
 
 
+def _launch_group(p: Provider, c: Candidate, st: Store, zone: str | None,
+                  say: Callable[[str], None]) -> list[InstanceRow]:
+    """The head (or the only instance), then the workers with the head's address, one zone."""
+    from advisor.render import with_ray_head
+
+    st.intent(c.spec.deployment, c.provider, c.instance_type, c.region, zone)
+    say(f"launching {c.instance_type} in {zone or c.region}"
+        + (f" (head of {c.nodes})" if c.nodes > 1 else ""))
+    head_labels = {**c.spec.labels, "advisor-role": "head"} if c.nodes > 1 else c.spec.labels
+    head = p.launch(c.spec.model_copy(update={"labels": head_labels}), zone)
+    st.record_instance(c.spec.deployment, head)
+    group = [head]
+    if c.nodes > 1:
+        if not head.private_ip or c.spec.worker_user_data is None:
+            raise CloudError(c.provider, "NoHeadAddress", f"the head {head.id} has no private "
+                             "address for the workers to join", "fatal")
+        user_data = with_ray_head(c.spec.worker_user_data, head.private_ip)
+        for k in range(1, c.nodes):
+            wspec = c.spec.model_copy(update={
+                "node_index": k, "user_data": user_data,
+                "labels": {**c.spec.labels, "advisor-role": "worker"}})
+            st.intent(c.spec.deployment, c.provider, c.instance_type, c.region, zone)
+            say(f"launching worker {k} of {c.nodes - 1} in {zone or c.region}")
+            w = p.launch(wspec, zone)
+            st.record_instance(c.spec.deployment, w)
+            group.append(w)
+    return group
+
+
 def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Attempt], None],
-                      say: Callable[[str], None]) -> InstanceRow | None:
+                      say: Callable[[str], None]) -> list[InstanceRow] | None:
     base = {"provider": c.provider, "instance_type": c.instance_type, "region": c.region}
     quota = p.check_quota(c.spec)
     if quota.checked and not quota.ok:
@@ -390,23 +426,24 @@ def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Atte
         for r in resources:
             st.record_resource(c.spec.deployment, r)
         for zone in zones:
-            st.intent(c.spec.deployment, c.provider, c.instance_type, c.region, zone)
-            say(f"launching {c.instance_type} in {zone or c.region}")
             try:
-                inst = p.launch(c.spec, zone)
+                group = _launch_group(p, c, st, zone, say)
             except CloudError as err:
                 if err.scope == "zone":
                     note(Attempt(**base, zone=zone, outcome="capacity", code=err.code,
                                  detail=err.detail))
+                    if c.nodes > 1:  # a half-made group is removed, the next zone starts clean
+                        _cleanup(p, c, st, resources, say, force=True)
+                        resources = p.ensure_network(c.spec)
                     continue
                 if err.scope == "region":
                     note(Attempt(**base, zone=zone, outcome=_outcome(err), code=err.code,
                                  detail=err.detail))
                     break
                 raise
-            st.record_instance(c.spec.deployment, inst)
-            note(Attempt(**base, zone=zone, outcome="launched", detail=inst.id))
-            return inst
+            note(Attempt(**base, zone=zone, outcome="launched",
+                         detail=", ".join(i.id for i in group)))
+            return group
     except BaseException:
         _cleanup(p, c, st, resources, say)
         raise
@@ -415,13 +452,16 @@ def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Atte
 
 
 def _cleanup(p: Provider, c: Candidate, st: Store, resources: list[ResourceRow],
-             say: Callable[[str], None]) -> None:
+             say: Callable[[str], None], force: bool = False) -> None:
     """Remove what was made for a region where nothing was launched (found by tag: a
-    half-finished ``ensure_network`` returns no list, but what it made carries the tags)."""
+    half-finished ``ensure_network`` returns no list, but what it made carries the tags).
+    ``force``: also the instances of a multi-node group that could not be completed."""
     try:
-        if alive(p.find(c.spec.deployment, c.region)):
+        if not force and alive(p.find(c.spec.deployment, c.region)):
             return  # something runs there after all (a crash before the state write)
         p.terminate(c.spec.deployment, c.region)
+        if force:
+            st.set_instances_state(c.spec.deployment, "terminated")
         st.forget_resources(c.spec.deployment, c.region)
         say(f"{c.provider} {c.region}: removed the firewall made for this attempt")
     except Exception as exc:  # keep the original error; the resources stay in the state file

@@ -223,3 +223,13 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return sorted(out / n for n in files)
+
+
+def with_ray_head(worker_user_data: str, address: str) -> str:
+    """The workers' cloud-config with the head's address written to /etc/advisor/ray-head
+    (where the launcher reads it), once provisioning knows it."""
+    _check("host", address)
+    doc = yaml.safe_load(worker_user_data.removeprefix("#cloud-config\n"))
+    doc["write_files"].append({"path": f"{DEFAULT_ENV}/ray-head", "permissions": "0644",
+                               "content": address + "\n"})
+    return "#cloud-config\n" + yaml.dump(doc, Dumper=_BlockDumper, sort_keys=False, width=1000)

@@ -143,6 +143,10 @@ class FakeArm(BaseAdapter):
         failure = self.fail_zones.get(zone) if "/virtualmachines/" in key else None
         if "/publicipaddresses/" in key:
             props["ipAddress"] = "203.0.113.50"
+        if "/networkinterfaces/" in key:
+            n = sum(1 for k in self.resources if "/networkinterfaces/" in k) + 4
+            for cfg in props.get("ipConfigurations", []):
+                cfg.setdefault("properties", {})["privateIPAddress"] = f"10.42.0.{n}"
         if "/virtualmachines/" in key:
             props["vmId"] = "00000000-0000-0000-0000-000000000001"
         props["provisioningState"] = "Failed" if failure else "Succeeded"

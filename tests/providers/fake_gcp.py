@@ -26,6 +26,8 @@ class FakeCompute:
         self.quotas: dict[str, list[dict[str, Any]]] = {}
         #: zone -> (code, message, http status) to fail inserts with
         self.fail: dict[str, tuple[str, str, int]] = {}
+        #: zone -> error for workers only (instance names ending in -wN): a group that half fits
+        self.fail_workers: dict[str, tuple[str, str, int]] = {}
         self.requests: list[tuple[str, str, dict[str, Any] | None]] = []
         self.seen_request_ids: dict[str, dict[str, Any]] = {}
         self._n = 0
@@ -62,11 +64,14 @@ class FakeCompute:
             if rid and rid in self.seen_request_ids:
                 return 200, self.seen_request_ids[rid]
             assert body is not None
-            if zone in self.fail:
+            worker = re.search(r"-w\d+$", body["name"]) is not None
+            failure = self.fail.get(zone) or (self.fail_workers.get(zone) if worker else None)
+            if failure:
                 op = self._op(project, zone, f"zones/{zone}/instances/{body['name']}", "insert",
-                              self.fail[zone])
+                              failure)
             else:
-                inst = {**body, "id": str(5000 + len(self.instances)), "status": "RUNNING",
+                n = len(self.instances)
+                inst = {**body, "id": str(5000 + n), "status": "RUNNING",
                         "zone": BASE + f"projects/{project}/zones/{zone}",
                         "machineType": BASE + f"projects/{project}/{body['machineType']}",
                         "networkInterfaces": [{**nic, "networkIP": "10.128.0.7",
@@ -74,6 +79,8 @@ class FakeCompute:
                                                    {**ac, "natIP": "198.51.100.7"}
                                                    for ac in nic.get("accessConfigs", [])]}
                                               for nic in body.get("networkInterfaces", [])]}
+                for nic in inst["networkInterfaces"]:
+                    nic["networkIP"] = f"10.128.0.{7 + n}"
                 self.instances[(zone, body["name"])] = inst
                 op = self._op(project, zone, f"zones/{zone}/instances/{body['name']}", "insert")
             if rid:

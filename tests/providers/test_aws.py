@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from advisor.providers.aws import AwsProvider, sg_name
-from advisor.provisioning import provision
+from advisor.provisioning import down, provision
 from advisor.state import Store
 from tests.providers.conftest import answer, ec2_error
 
@@ -336,3 +336,78 @@ def test_a_foreign_role_of_the_same_name_is_not_taken_over(aws, tmp_path):
     assert by_tag(ec2(), "taken") == []
     assert ec2().describe_security_groups(Filters=[{"Name": "group-name", "Values": [
         sg_name("taken")]}])["SecurityGroups"] == []
+
+
+PG_XML = ('<?xml version="1.0" encoding="UTF-8"?><{op}Response xmlns="http://ec2.amazonaws.com/'
+          'doc/2016-11-15/"><requestId>5c1e0a0e-advisor-test</requestId>{body}</{op}Response>')
+
+
+def test_multi_node_group_in_one_placement_group_over_efa(aws, tmp_path):
+    """405B over two p5.48xlarge: the head first, then the worker with the head's address, both
+    in the deployment's cluster placement group on an EFA interface; down removes all of it.
+    moto has no placement groups, so their three calls are answered in EC2's own XML."""
+    made: list[dict] = []
+    deleted: list[str] = []
+    runs: list[dict] = []
+
+    def create(request, **_):
+        made.append(parse_qs(request.body.decode() if isinstance(request.body, bytes)
+                             else request.body))
+        return answer(200, PG_XML.format(op="CreatePlacementGroup", body=(
+            "<placementGroup><groupName>advisor-big</groupName><strategy>cluster</strategy>"
+            "<state>available</state></placementGroup>")).encode())(request)
+
+    def describe(request, **_):
+        groups = "".join(
+            "<item><groupName>advisor-big</groupName><strategy>cluster</strategy><state>"
+            "available</state><tagSet><item><key>advisor-deployment</key><value>big</value>"
+            "</item></tagSet></item>" for _ in made if not deleted)
+        return answer(200, PG_XML.format(op="DescribePlacementGroups", body=(
+            f"<placementGroupSet>{groups}</placementGroupSet>")).encode())(request)
+
+    def delete(request, **_):
+        deleted.append("advisor-big")
+        return answer(200, PG_XML.format(op="DeletePlacementGroup",
+                                         body="<return>true</return>").encode())(request)
+
+    def run(request, **_):
+        runs.append(parse_qs(request.body.decode() if isinstance(request.body, bytes)
+                             else request.body))
+
+    prov = _provider_with({"us-east-1/ec2": {
+        "before-send.ec2.CreatePlacementGroup": create,
+        "before-send.ec2.DescribePlacementGroups": describe,
+        "before-send.ec2.DeletePlacementGroup": delete,
+        "before-send.ec2.RunInstances": run}})
+    store = Store(tmp_path / "s.db")
+    res = provision("llama-3.1-405b", 8192, instance="aws:p5.48xlarge", name="big",
+                    providers={"aws": prov}, store=store)
+    assert res.nodes == 2 and len(res.instances) == 2
+    head, worker = res.instances
+    assert head.zone == worker.zone and head.private_ip
+    assert made and made[0]["Strategy"] == ["cluster"] and made[0]["GroupName"] == ["advisor-big"]
+    for body in runs:
+        assert body["Placement.GroupName"] == ["advisor-big"]
+        assert body["NetworkInterface.1.InterfaceType"] == ["efa"]
+        assert "SecurityGroupId.1" not in body  # the group sits on the EFA interface instead
+    client = ec2()
+    roles = {}
+    for i in by_tag(client, "big"):
+        tags = {t["Key"]: t["Value"] for t in i["Tags"]}
+        ud = client.describe_instance_attribute(InstanceId=i["InstanceId"],
+                                                Attribute="userData")["UserData"]["Value"]
+        doc = yaml.safe_load(base64.b64decode(ud).decode())
+        files = {f["path"]: f["content"] for f in doc["write_files"]}
+        roles[tags["advisor-role"]] = (tags["Name"], files)
+    assert roles["head"][0] == "big" and roles["worker"][0] == "big-w1"
+    assert roles["worker"][1]["/etc/advisor/ray-head"] == f"{head.private_ip}\n"
+    assert "/etc/advisor/ray-head" not in roles["head"][1]
+    assert "ADVISOR_ROLE=head" in roles["head"][1]["/etc/advisor/vllm-0.env"]
+    [sg] = client.describe_security_groups(GroupNames=[sg_name("big")])["SecurityGroups"]
+    self_rule = [p for p in sg["IpPermissions"] if p.get("UserIdGroupPairs")]
+    assert self_rule and self_rule[0]["UserIdGroupPairs"][0]["GroupId"] == sg["GroupId"]
+    assert all(not p.get("IpRanges") for p in sg["IpPermissions"])  # still nothing from outside
+
+    gone = down("big", providers={"aws": prov}, store=store)
+    assert {head.id, worker.id, "placement-group:advisor-big"} <= set(gone.removed)
+    assert deleted == ["advisor-big"] and by_tag(client, "big") == []

@@ -148,3 +148,23 @@ def test_a_users_resource_group_is_used_not_rewritten(arm, tmp_path):
     assert not [p for m, p, _ in arm.log if m == "PUT" and p.lower().endswith("/team-rg")]
     down("in-team", providers={"azure": mine}, store=Store(tmp_path / "s.db"))
     assert list(arm.resources) == [key] and arm.resources[key]["tags"] == {"owner": "team"}
+
+
+def test_multi_node_group(tmp_path):
+    arm = FakeArm(skus=[{**sku("eastus"), "name": "Standard_ND96isr_H100_v5",
+                         "family": "standardNDSH100v5Family"}])
+    store = Store(tmp_path / "s.db")
+    res = provision("llama-3.1-405b", 8192, instance="azure:Standard_ND96isr_H100_v5",
+                    name="big", api_key_ref=KEY_REF, providers={"azure": azure(arm)},
+                    store=store)
+    assert res.nodes == 2 and [i.id for i in res.instances] == ["big", "big-w1"]
+    head_ip = res.instances[0].private_ip
+    assert head_ip and head_ip.startswith("10.42.0.")
+    vms = {vm["properties"]["osProfile"]["computerName"]: vm for vm in arm.puts("virtualMachines")}
+    assert set(vms) == {"big", "big-w1"} and vms["big"]["zones"] == vms["big-w1"]["zones"]
+    worker_ud = base64.b64decode(vms["big-w1"]["properties"]["osProfile"]["customData"]).decode()
+    assert f"content: |\n    {head_ip}\n" in worker_ud and "ADVISOR_ROLE=worker" in worker_ud
+    nics = [b for b in arm.puts("networkInterfaces")]
+    assert len(nics) == 2  # each VM its own NIC and public IP, one NSG and VNet for the group
+    down("big", providers={"azure": azure(arm)}, store=store)
+    assert arm.resources == {}

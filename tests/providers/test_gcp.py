@@ -170,3 +170,27 @@ def test_reconcile_notices_a_vanished_instance_and_keeps_the_project(fake, tmp_p
     fake.instances.clear()  # deleted behind advisor's back (console, preemption)
     [dep] = status("vanish", reconcile=True, providers={"gcp": gcp(fake)}, store=store)
     assert dep.status == "failed" and [i.state for i in dep.instances] == ["terminated"]
+
+
+def test_multi_node_group_in_one_zone(fake, tmp_path):
+    fake.zones["a3-highgpu-8g"] = ["us-east4-a", "us-east4-b"]
+    fake.fail_workers["us-east4-a"] = EXHAUSTED  # the head fits in zone a, its worker does not
+    store = Store(tmp_path / "s.db")
+    res = provision("llama-3.1-405b", 8192, instance="gcp:a3-highgpu-8g", name="big",
+                    providers={"gcp": gcp(fake)}, store=store)
+    assert res.nodes == 2 and res.zone == "us-east4-b"
+    assert [a.outcome for a in res.attempts] == ["capacity", "launched"]
+    assert set(fake.instances) == {("us-east4-b", "big"), ("us-east4-b", "big-w1")}
+    head = fake.instances[("us-east4-b", "big")]
+    worker = fake.instances[("us-east4-b", "big-w1")]
+    assert head["labels"]["advisor-role"] == "head"
+    assert worker["labels"]["advisor-role"] == "worker"
+    ud = {i["key"]: i["value"] for i in worker["metadata"]["items"]}["user-data"]
+    ip = head["networkInterfaces"][0]["networkIP"]
+    assert f"path: /etc/advisor/ray-head\n  permissions: '0644'\n  content: |\n    {ip}\n" in ud
+    internal = fake.firewalls["advisor-big-internal"]
+    assert internal["sourceTags"] == internal["targetTags"] == ["advisor-big"]
+    assert "sourceRanges" not in internal  # members only, nothing from outside
+    gone = down("big", providers={"gcp": gcp(fake)}, store=store)
+    assert {"big", "big-w1", "firewall:advisor-big-internal"} <= set(gone.removed)
+    assert fake.instances == {} and fake.firewalls == {}

@@ -71,16 +71,22 @@ def token(*parts: str) -> str:
 
 def tags(spec: LaunchSpec) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())] + [
-        {"Key": "Name", "Value": spec.deployment}]
+        {"Key": "Name", "Value": spec.vm_name}]
 
 
 def sg_name(deployment: str) -> str:
     return f"advisor-{deployment}"
 
 
-def ingress(spec: LaunchSpec) -> list[dict[str, Any]]:
-    """Ingress permissions: the vLLM ports to --allow-cidr, SSH to --ssh-cidr, nothing else."""
+def ingress(spec: LaunchSpec, sg_id: str | None = None) -> list[dict[str, Any]]:
+    """Ingress permissions: the vLLM ports to --allow-cidr, SSH to --ssh-cidr, and — for a
+    multi-node replica — everything between the group's own members (Ray, NCCL, EFA), nothing
+    else."""
     perms: list[dict[str, Any]] = []
+    if spec.nodes > 1:
+        perms.append({"IpProtocol": "-1", "UserIdGroupPairs": [
+            {"GroupId": sg_id or f"<id of security group {sg_name(spec.deployment)}>",
+             "Description": "advisor multi-node: members of this deployment only"}]})
     lo, hi = min(spec.ports), max(spec.ports)
     for cidrs, frm, to, what in ((spec.allow_cidrs, lo, hi, "vLLM"),
                                  (spec.ssh_cidrs, 22, 22, "SSH")):
@@ -195,7 +201,7 @@ class AwsProvider:
             "InstanceType": spec.instance_type,
             "MinCount": 1,
             "MaxCount": 1,
-            "ClientToken": token(spec.deployment, spec.region, zone or "", spec.instance_type),
+            "ClientToken": token(spec.vm_name, spec.region, zone or "", spec.instance_type),
             "UserData": spec.user_data,
             "SecurityGroupIds": [sg],
             "IamInstanceProfile": {"Name": profile},
@@ -210,6 +216,17 @@ class AwsProvider:
         }
         if zone:
             run["Placement"] = {"AvailabilityZone": zone}
+        if spec.nodes > 1:
+            # one cluster placement group: the replica's instances close together in one zone
+            run.setdefault("Placement", {})["GroupName"] = sg_name(spec.deployment)
+            if spec.fabric == "efa":
+                # the EFA device carries NCCL between the nodes; with an explicit interface the
+                # security group and subnet move onto it
+                del run["SecurityGroupIds"]
+                run["NetworkInterfaces"] = [{
+                    "DeviceIndex": 0, "InterfaceType": "efa", "Groups": [sg],
+                    "SubnetId": r.get("subnet_id", f"<default subnet of {zone or 'the zone'}>"),
+                    "AssociatePublicIpAddress": True, "DeleteOnTermination": True}]
         if spec.spot:
             run["InstanceMarketOptions"] = {
                 "MarketType": "spot",
@@ -222,10 +239,15 @@ class AwsProvider:
                      "VpcId": r.get("vpc_id", "<default VPC>"),
                      "TagSpecifications": [{"ResourceType": "security-group",
                                             "Tags": tags(spec)}]}}]
-        perms = ingress(spec)
+        perms = ingress(spec, r.get("sg_id"))
         if perms:
             calls.append({"call": "ec2.AuthorizeSecurityGroupIngress",
                           "body": {"GroupId": sg, "IpPermissions": perms}})
+        if spec.nodes > 1:
+            calls.append({"call": "ec2.CreatePlacementGroup", "body": {
+                "GroupName": sg_name(spec.deployment), "Strategy": "cluster",
+                "TagSpecifications": [{"ResourceType": "placement-group",
+                                       "Tags": tags(spec)}]}})
         if not spec.options.get("instance_profile"):
             calls += [
                 {"call": "iam.CreateRole", "body": {
@@ -309,6 +331,9 @@ class AwsProvider:
         vpc = vpcs[0]["VpcId"]
         out = [ResourceRow(kind="security-group", id=self._security_group(spec, vpc),
                            region=spec.region)]
+        if spec.nodes > 1:
+            out.append(ResourceRow(kind="placement-group", id=self._placement_group(spec),
+                                   region=spec.region))
         if not spec.options.get("instance_profile"):
             out.append(ResourceRow(kind="instance-profile", id=self._instance_profile(spec),
                                    region=spec.region))
@@ -324,10 +349,21 @@ class AwsProvider:
             return str(found[0]["GroupId"])
         body = self.request(spec, None, {"vpc_id": vpc})["calls"][0]["body"]
         sg = str(self._call(ec2, "create_security_group", **body)["GroupId"])
-        perms = ingress(spec)
+        perms = ingress(spec, sg)
         if perms:
             self._call(ec2, "authorize_security_group_ingress", GroupId=sg, IpPermissions=perms)
         return sg
+
+    def _placement_group(self, spec: LaunchSpec) -> str:
+        ec2 = self._client("ec2", spec.region)
+        name = sg_name(spec.deployment)
+        found = self._call(ec2, "describe_placement_groups", Filters=[
+            {"Name": "group-name", "Values": [name]}]).get("PlacementGroups", [])
+        if not found:
+            body = next(c["body"] for c in self.request(spec, None)["calls"]
+                        if c["call"] == "ec2.CreatePlacementGroup")
+            self._call(ec2, "create_placement_group", **body)
+        return name
 
     def _instance_profile(self, spec: LaunchSpec) -> str:
         iam = self._client("iam", spec.region)
@@ -407,6 +443,14 @@ class AwsProvider:
             raise CloudError("aws", "NoSecurityGroup", "the deployment's security group is "
                              "missing", "fatal")
         resolved["sg_id"] = sgs[0]["GroupId"]
+        if spec.nodes > 1 and spec.fabric == "efa" and zone:
+            subnets = self._call(ec2, "describe_subnets", Filters=[
+                {"Name": "availability-zone", "Values": [zone]},
+                {"Name": "default-for-az", "Values": ["true"]}])["Subnets"]
+            if not subnets:
+                raise CloudError("aws", "NoDefaultSubnet", f"no default subnet in {zone} for the "
+                                 "EFA interface", "zone")
+            resolved["subnet_id"] = subnets[0]["SubnetId"]
         body = self.request(spec, zone, resolved)["calls"][-1]["body"]
         for attempt in range(8):
             try:
@@ -445,8 +489,25 @@ class AwsProvider:
                         self.sleep(self.waiter_delay)
                         continue
                     raise err from exc
+        if self._was_multi_node(deployment, region):
+            groups = self._call(ec2, "describe_placement_groups", Filters=[
+                {"Name": "group-name", "Values": [sg_name(deployment)]}]
+            ).get("PlacementGroups", [])
+            for g in groups:
+                if {"Key": TAG_DEPLOYMENT, "Value": deployment} in (g.get("Tags") or []):
+                    self._call(ec2, "delete_placement_group", GroupName=g["GroupName"])
+                    removed.append(f"placement-group:{g['GroupName']}")
         removed += self._remove_profile(deployment, region)
         return removed
+
+    def _was_multi_node(self, deployment: str, region: str) -> bool:
+        """Whether the deployment ran a multi-node group here (its instances, terminated ones
+        included, carry an advisor-role tag): only then is there a placement group to remove."""
+        ec2 = self._client("ec2", region)
+        r = self._call(ec2, "describe_instances", Filters=[
+            {"Name": f"tag:{TAG_DEPLOYMENT}", "Values": [deployment]},
+            {"Name": "tag-key", "Values": ["advisor-role"]}])
+        return any(res.get("Instances") for res in r.get("Reservations", []))
 
     def _remove_profile(self, deployment: str, region: str) -> list[str]:
         iam = self._client("iam", region)

@@ -67,8 +67,11 @@ def _sdk() -> tuple[Any, Any, Any]:
     return ComputeManagementClient, NetworkManagementClient, ResourceManagementClient
 
 
-def names(deployment: str) -> dict[str, str]:
-    return {"vm": deployment, "nic": f"{deployment}-nic", "ip": f"{deployment}-ip",
+def names(deployment: str, vm: str | None = None) -> dict[str, str]:
+    """Resource names of a deployment; the NIC and public IP belong to one VM (the head's
+    are named after the deployment, a worker's after itself)."""
+    vm = vm or deployment
+    return {"vm": vm, "nic": f"{vm}-nic", "ip": f"{vm}-ip",
             "nsg": f"advisor-{deployment}-nsg", "vnet": f"advisor-{deployment}-vnet",
             "rg": f"advisor-{deployment}"}
 
@@ -196,7 +199,7 @@ class AzureProvider:
 
     # -- bodies -----------------------------------------------------------------------------
     def _ids(self, spec: LaunchSpec) -> dict[str, str]:
-        n = names(spec.deployment)
+        n = names(spec.deployment, spec.vm_name)
         base = f"/subscriptions/{self._subscription or '<subscription>'}/resourceGroups/" \
                f"{self.rg(spec.deployment)}/providers/Microsoft.Network"
         return {"nsg": f"{base}/networkSecurityGroups/{n['nsg']}",
@@ -265,7 +268,7 @@ class AzureProvider:
         }
 
     def request(self, spec: LaunchSpec, zone: str | None) -> dict[str, Any]:
-        n = names(spec.deployment)
+        n = names(spec.deployment, spec.vm_name)
         rg = self.rg(spec.deployment)
         b = self.bodies(spec, zone, self._ssh_key or "<generated RSA public key; the private "
                         "half is discarded>")
@@ -353,17 +356,25 @@ class AzureProvider:
             for s in view.statuses or []:
                 if str(s.code).startswith("PowerState/"):
                     state = POWER.get(s.code.split("/", 1)[1], s.code.split("/", 1)[1])
-        public = None
+        public = private = None
+        n = names(str((vm.tags or {}).get(TAG_DEPLOYMENT, vm.name)), str(vm.name))
         try:
-            ip = self._client("network").public_ip_addresses.get(rg, names(vm.name)["ip"])
+            ip = self._client("network").public_ip_addresses.get(rg, n["ip"])
             public = getattr(ip.properties, "ip_address", None)
         except Exception:  # no public IP (yet): not an error for a listing
             public = None
+        try:
+            nic = self._client("network").network_interfaces.get(rg, n["nic"])
+            configs = getattr(nic.properties, "ip_configurations", None) or []
+            private = getattr(configs[0].properties, "private_ip_address", None) \
+                if configs else None
+        except Exception:
+            private = None
         zones = list(vm.zones or [])
         return InstanceRow(id=str(vm.name), provider="azure", region=region,
                            zone=zones[0] if zones else None,
                            instance_type=str(vm.properties.hardware_profile.vm_size),
-                           state=state, public_ip=public)
+                           state=state, public_ip=public, private_ip=private)
 
     # -- changes ----------------------------------------------------------------------------
     def ensure_network(self, spec: LaunchSpec) -> list[ResourceRow]:
@@ -396,7 +407,7 @@ class AzureProvider:
         return made
 
     def launch(self, spec: LaunchSpec, zone: str | None) -> InstanceRow:
-        n = names(spec.deployment)
+        n = names(spec.deployment, spec.vm_name)
         rg = self.rg(spec.deployment)
         key = self._ssh_key or throwaway_ssh_key()
         b = self.bodies(spec, zone, key)
@@ -419,15 +430,17 @@ class AzureProvider:
         rg = self.rg(deployment)
         compute, network = self._client("compute"), self._client("network")
         removed = []
-        for i in self.find(deployment, region):
-            if self._delete(compute.virtual_machines, rg, i.id):
-                removed.append(i.id)
-        for ops, key in ((network.network_interfaces, "nic"),
-                         (network.public_ip_addresses, "ip"),
-                         (network.virtual_networks, "vnet"),
-                         (network.network_security_groups, "nsg")):
-            if self._owned(ops, rg, n[key], deployment) and self._delete(ops, rg, n[key]):
-                removed.append(n[key])
+        vms = [i.id for i in self.find(deployment, region)]
+        for vm in vms:
+            if self._delete(compute.virtual_machines, rg, vm):
+                removed.append(vm)
+        per_vm = [(ops, names(deployment, vm)[key]) for vm in dict.fromkeys([deployment, *vms])
+                  for ops, key in ((network.network_interfaces, "nic"),
+                                   (network.public_ip_addresses, "ip"))]
+        for ops, name in [*per_vm, (network.virtual_networks, n["vnet"]),
+                          (network.network_security_groups, n["nsg"])]:
+            if self._owned(ops, rg, name, deployment) and self._delete(ops, rg, name):
+                removed.append(name)
         if self._rg is None:  # the resource group is advisor's own: remove it when empty
             resource = self._client("resource")
             try:

@@ -74,6 +74,13 @@ class LaunchSpec(BaseModel):
     gpu_count: int = Field(gt=0)
     vcpus: int = Field(gt=0)
     user_data: str
+    #: multi-node: the workers' cloud-config (the head's address is added at launch)
+    worker_user_data: str | None = None
+    #: instances of one replica (head + workers), and this one's index (0: the head)
+    nodes: int = Field(default=1, ge=1)
+    node_index: int = Field(default=0, ge=0)
+    #: the catalog's inter-node fabric of this type (efa, infiniband, gpudirect-…)
+    fabric: str | None = None
     #: root/boot disk: OS, CUDA, the vLLM virtual environment and the model's weights
     disk_gib: int = Field(gt=0)
     ports: list[int]
@@ -91,7 +98,7 @@ class LaunchSpec(BaseModel):
 
     @property
     def vm_name(self) -> str:
-        return self.deployment
+        return self.deployment if self.node_index == 0 else f"{self.deployment}-w{self.node_index}"
 
 
 class CloudError(OperationError):

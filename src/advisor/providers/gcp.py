@@ -78,6 +78,15 @@ def disk_type(machine_type: str) -> str:
 def firewall_bodies(spec: LaunchSpec) -> list[dict[str, Any]]:
     lo, hi = min(spec.ports), max(spec.ports)
     out = []
+    if spec.nodes > 1:  # Ray and NCCL between the replica's own instances, nobody else
+        out.append({"name": f"advisor-{spec.deployment}-internal",
+                    "description": f"advisor deployment {spec.deployment}: multi-node members",
+                    "network": spec.options.get("network", "global/networks/default"),
+                    "direction": "INGRESS", "priority": 1000,
+                    "sourceTags": [net_tag(spec.deployment)],
+                    "targetTags": [net_tag(spec.deployment)],
+                    "allowed": [{"IPProtocol": "tcp"}, {"IPProtocol": "udp"},
+                                {"IPProtocol": "icmp"}]})
     for suffix, cidrs, ports in (("vllm", spec.allow_cidrs, f"{lo}-{hi}" if hi > lo else str(lo)),
                                  ("ssh", spec.ssh_cidrs, "22")):
         if cidrs:
@@ -227,7 +236,7 @@ class GcpProvider:
         calls: list[dict[str, Any]] = [{"call": "compute.firewalls.insert", "body": b}
                                        for b in firewall_bodies(spec)]
         calls.append({"call": "compute.instances.insert", "zone": z,
-                      "requestId": request_id(spec.deployment, z, spec.instance_type),
+                      "requestId": request_id(spec.vm_name, z, spec.instance_type),
                       "body": instance_body(spec, z)})
         return {"provider": "gcp", "project": self._project or "<project>",
                 "region": spec.region, "zone": zone, "calls": calls}
