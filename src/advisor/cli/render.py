@@ -34,6 +34,11 @@ def render_cmd(
         help="Where the API key is read at boot: aws-ssm:NAME, gcp-secret:NAME, "
         "azure-kv:VAULT/NAME or file:/PATH.")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
+    target: Annotated[str, typer.Option(
+        help="cloud-init (user-data, unit, launcher) or k8s (Deployment / LeaderWorkerSet, "
+        "Service, kubelet settings).")] = "cloud-init",
+    name: Annotated[str | None, typer.Option(
+        help="k8s: the workload's name (default: from model and instance).")] = None,
     ray_head: Annotated[str | None, typer.Option(
         help="Multi-node: the head's address for the workers (else read at boot from "
         "/etc/advisor/ray-head).")] = None,
@@ -45,6 +50,8 @@ def render_cmd(
     from advisor.plan import place
     from advisor.render import RenderRequest, render, write
 
+    if target not in ("cloud-init", "k8s"):
+        raise UserInputError(f"--target {target!r} is not cloud-init or k8s")
     cat = catalog_from(catalog)
     if model in cat.models:
         repo = cat.models[model].hf_id
@@ -86,12 +93,28 @@ def render_cmd(
     req = RenderRequest(model=repo, max_model_len=ctx, vllm_version=vllm_version, port=port,
                         host=host, api_key_ref=key_ref,
                         gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)
-    files = render(inst, plan, req)
+    if target == "k8s":
+        from advisor import k8s
+        from advisor.providers.base import check_name
+        from advisor.provisioning import default_name
+
+        workload = check_name(name or default_name(model, inst.name))
+        files = k8s.files(inst, plan, req, workload)
+    else:
+        files = render(inst, plan, req)
     paths = write(files, out_dir)
     if json:
         out.emit_json({"instance": inst.key, "out": str(out_dir), "files": [str(p) for p in paths],
                        "replicas": plan.replicas, "tp": plan.tp, "pp": plan.pp,
                        "nodes": plan.nodes})
+        return
+    if target == "k8s":
+        kind = "LeaderWorkerSet" if plan.nodes > 1 else "Deployment"
+        out.line(f"{inst.key}: {kind} of {plan.replicas if plan.nodes == 1 else plan.nodes} "
+                 f"pod(s) x {plan.tp} GPU(s), Guaranteed QoS; the API key comes from Secret "
+                 "advisor-vllm-api-key (key api-key), which you create")
+        for p in paths:
+            out.line(f"  {p}")
         return
     if plan.nodes > 1:
         out.line(f"{inst.key} x {plan.nodes}: one replica, TP {plan.tp} in each instance, PP "
