@@ -1,40 +1,39 @@
-"""Capacity planning: what does it cost to serve three models at a given load, per provider?
+"""Capacity planning: what does it cost to serve four models at a given load, per provider?
 
     python examples/capacity_planning.py [--rps 20] [--ctx 8192]
 
-For each model and each provider it takes advisor's ten cheapest fitting instances (by $ per
-million output tokens, TPOT under 60 ms), works out how many of each carry the target request
-rate at its modelled throughput, and keeps the smallest monthly bill. Everything is offline:
-the bundled catalog and advisor's sizing and performance model.
+For each model and each provider it asks advisor.fleet() for the fleets that carry the target
+request rate with TPOT under 60 ms (every fitting instance type, sized from its modelled
+throughput; a replica may span several instances over EFA / InfiniBand / GPUDirect) and keeps
+the smallest monthly bill. Everything is offline: the bundled catalog and advisor's sizing and
+performance model.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 import advisor
 
-MODELS = ["llama-3-8b", "qwen3-32b", "llama-3.3-70b"]
-HOURS_PER_MONTH = 730
+MODELS = ["llama-3-8b", "qwen3-32b", "llama-3.3-70b", "llama-3.1-405b"]
 
 
 def plan(model: str, provider: str, rps: float, ctx: int) -> dict[str, object] | None:
     try:
-        recs = advisor.recommend(model, ctx, providers=[provider], max_tpot_ms=60, top=10)
+        # advisor.fleet sizes every fitting offer for the load (TPOT under 60 ms) and returns
+        # them cheapest monthly bill first; a replica may span instances (PP across nodes)
+        options = advisor.fleet(model, ctx, rps=rps, providers=[provider], max_tpot_ms=60,
+                                max_instances=256)
     except advisor.UserInputError:
         return None  # nothing this provider offers can serve it under the limits
-
-    def count(r: advisor.Recommendation) -> int:
-        return max(1, math.ceil(rps / (r.perf.requests_per_s * r.plan.replicas)))
-
-    best = min(recs, key=lambda r: count(r) * r.usd_per_hour)
-    instances = count(best)
+    best = options[0]
+    p = best.plan
+    layout = (f"{p.nodes}n TP{p.tp}xPP{p.pp}" if p.nodes > 1 else f"{p.replicas}x TP{p.tp}")
     return {"model": model, "provider": provider, "instance": best.instance,
-            "layout": f"{best.plan.replicas}x TP{best.plan.tp}", "instances": instances,
-            "usd_per_month": round(instances * best.usd_per_hour * HOURS_PER_MONTH),
-            "tpot_ms": best.perf.tpot_ms, "numa": best.numa.alignment}
+            "layout": layout, "instances": best.instances,
+            "usd_per_month": round(best.usd_per_month), "tpot_ms": best.tpot_ms,
+            "numa": best.numa}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['numa']}")
         if rows:
             total += min(int(r["usd_per_month"]) for r in rows)  # type: ignore[call-overload]
-    print(f"cheapest mix for all three models at {args.rps:g} req/s each: ${total:,}/month")
+    print(f"cheapest mix for all four models at {args.rps:g} req/s each: ${total:,}/month")
     return 0
 
 

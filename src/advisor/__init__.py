@@ -30,7 +30,7 @@ from advisor.errors import (
     OperationError,
     UserInputError,
 )
-from advisor.fitting import estimate, fit, model_config, model_spec, recommend
+from advisor.fitting import estimate, fit, fleet, model_config, model_spec, recommend
 from advisor.llm import ModelSpec, spec_from_config
 from advisor.ranking import Constraints, Recommendation, Rejection, Request
 from advisor.sizing import FitRequest, MemoryFit
@@ -85,6 +85,7 @@ __all__ = [
     "engine_profile",
     "estimate",
     "fit",
+    "fleet",
     "load_catalog",
     "model_config",
     "model_spec",

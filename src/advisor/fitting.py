@@ -139,9 +139,9 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
           vllm_version: str | None = None, catalog: Catalog | None = None,
           with_misses: bool = False, max_nodes: int = 4) -> Any:
     """Fleets that carry ``rps`` requests per second within the latency limits, cheapest
-    monthly bill first (:class:`~advisor.fleet.FleetOption`). Raises UserInputError, naming
+    monthly bill first (:class:`~advisor.fleets.FleetOption`). Raises UserInputError, naming
     the closest misses, when no fleet of at most ``max_instances`` instances can."""
-    from advisor.fleet import explain_no_fleet, plan_fleet
+    from advisor.fleets import explain_no_fleet, plan_fleet
 
     if max_instances <= 0:
         raise UserInputError(f"--max-instances must be positive, not {max_instances}")
