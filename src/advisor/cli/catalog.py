@@ -1,4 +1,4 @@
-"""``advisor catalog list|show|validate``."""
+"""``advisor catalog list|show|validate|refresh``."""
 
 from __future__ import annotations
 
@@ -118,3 +118,60 @@ def validate_cmd(
                  f"{counts['gpu_nodes_known'] + counts['gpu_nodes_null']} GPUs")
     if problems:
         raise typer.Exit(2)
+
+
+@app.command("refresh")
+def refresh_cmd(
+    provider: Annotated[str, typer.Option(help="aws, gcp or azure.")],
+    region: Annotated[list[str] | None, typer.Option(
+        help="Region to ask about (repeatable); default: the regions the catalog prices in.")]
+    = None,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="Catalog folder to write instances/PROVIDER.yaml into (default: the "
+        "repository's catalogs/ when running from a checkout).", file_okay=False)] = None,
+    dry_run: Annotated[bool, typer.Option(help="Report what would change; write nothing.")]
+    = False,
+    project: Annotated[str | None, typer.Option(help="GCP project.")] = None,
+    subscription: Annotated[str | None, typer.Option(help="Azure subscription id.")] = None,
+    json: JsonFlag = False,
+) -> None:
+    """Update prices, regions and sizes from the cloud's own APIs; curated facts are kept."""
+    from advisor.catalog.loader import bundled_dir
+    from advisor.catalog.schema import REGION
+    from advisor.errors import UserInputError
+    from advisor.providers import get
+    from advisor.refresh import refresh
+
+    if provider not in ("aws", "gcp", "azure"):
+        from advisor.errors import NotFoundError
+
+        raise NotFoundError("cloud provider", provider, ["aws", "gcp", "azure"])
+    for r in region or []:
+        if not REGION.match(r):
+            raise UserInputError(f"--region {r!r} is not a region name")
+    if out_dir is None and not dry_run:
+        bundled = bundled_dir()
+        if "_data" in bundled.parts:
+            raise UserInputError("the bundled catalog is inside the installed package",
+                                 hint="pass --out DIR, then use it with --catalog DIR")
+    opts = {"aws": {}, "gcp": {"project": project} if project else {},
+            "azure": {"subscription_id": subscription} if subscription else {}}[provider]
+    report = refresh(provider, get(provider, **opts), regions=region, out=out_dir,
+                     dry_run=dry_run)
+    if json:
+        out.emit_json(report.model_dump())
+        return
+    out.line(f"{provider}: {len(report.added)} new, {len(report.updated)} change(s), "
+             f"{len(report.flagged)} flagged, {len(report.unlisted)} not listed by the API, "
+             f"{len(report.skipped)} skipped; regions {', '.join(report.regions)}"
+             + (" (dry run: nothing written)" if dry_run else f"; wrote {report.written}"))
+    for name in report.added:
+        out.line(f"  + {name} (curated fields empty)")
+    for c in report.updated:
+        out.line(f"  ~ {c.instance} {c.field}: {out.fmt(c.old)} -> {out.fmt(c.new)}")
+    for f in report.flagged:
+        out.line(f"  ! {f.instance} {f.field}: curated {f.curated!r}, API {f.api!r} — {f.note}")
+    for name in report.unlisted:
+        out.line(f"  ? {name} not listed by the API in these regions (kept)")
+    for s in report.skipped:
+        out.line(f"  - {s}")
