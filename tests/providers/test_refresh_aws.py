@@ -18,6 +18,7 @@ from advisor.refresh import refresh
 from tests.providers.conftest import answer
 from tests.providers.test_aws import cli
 
+
 #: one GetProducts PriceList item, in the Price List API's shape (values are test data)
 def price_item(instance: str, region: str, usd: str) -> str:
     return json.dumps({
