@@ -29,6 +29,10 @@ class FakeCompute:
         #: zone -> error for workers only (instance names ending in -wN): a group that half fits
         self.fail_workers: dict[str, tuple[str, str, int]] = {}
         self.requests: list[tuple[str, str, dict[str, Any] | None]] = []
+        #: machine type -> {guestCpus, memoryMb, accelerators} for machineTypes listings
+        self.machine_specs: dict[str, dict[str, Any]] = {}
+        #: the Cloud Billing Catalog's Compute Engine SKUs
+        self.skus: list[dict[str, Any]] = []
         self.seen_request_ids: dict[str, dict[str, Any]] = {}
         self._n = 0
 
@@ -54,6 +58,12 @@ class FakeCompute:
                body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
         self.requests.append((method, path + ("?" + "&".join(
             f"{k}={v[0]}" for k, v in query.items()) if query else ""), body))
+        if path == "/v1/services/6F81-5844-456A/skus":  # the Cloud Billing Catalog, paged by 2
+            start = int(query.get("pageToken", ["0"])[0])
+            page = {"skus": self.skus[start:start + 2]}
+            if start + 2 < len(self.skus):
+                page["nextPageToken"] = str(start + 2)
+            return 200, page
         m = re.match(r"^/compute/v1/projects/([^/]+)/(.*)$", path)
         if not m:
             return 404, {"error": {"code": 404, "message": "not found"}}
@@ -107,12 +117,16 @@ class FakeCompute:
         if rest == "aggregated/machineTypes":
             flt = query.get("filter", [""])[0]
             name = re.match(r'name = "([^"]*)"', flt)
-            items = {}
+            pattern = re.match(r'name eq "([^"]*)"', flt)  # RE2, whole-name match
+            items: dict[str, Any] = {}
             for mt, zones in self.zones.items():
                 if name and name.group(1) != mt:
                     continue
+                if pattern and not re.fullmatch(pattern.group(1), mt):
+                    continue
                 for zone in zones:
-                    items[f"zones/{zone}"] = {"machineTypes": [{"name": mt, "zone": zone}]}
+                    items.setdefault(f"zones/{zone}", {"machineTypes": []})["machineTypes"].append(
+                        {"name": mt, "zone": zone, **self.machine_specs.get(mt, {})})
             return 200, {"kind": "compute#machineTypeAggregatedList", "items": items}
         if r := re.match(r"^regions/([^/]+)$", rest):
             return 200, {"kind": "compute#region", "name": r.group(1),
