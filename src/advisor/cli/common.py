@@ -22,6 +22,14 @@ CatalogDirs = Annotated[
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
+#: the ranking's filters, shared by recommend and plan
+ProviderFilter = Annotated[list[str] | None, typer.Option(
+    "--provider", help="Only this provider (repeatable).")]
+RegionFilter = Annotated[list[str] | None, typer.Option(
+    "--region", help="Only this region (repeatable).")]
+GpuFilter = Annotated[list[str] | None, typer.Option(
+    "--gpu", help="Only this GPU or family (repeatable).")]
+
 
 def catalog_from(dirs: list[Path] | None) -> Catalog:
     return load(dirs or None)

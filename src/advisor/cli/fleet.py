@@ -7,7 +7,14 @@ from typing import Annotated
 import typer
 
 from advisor.cli import output as out
-from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.cli.common import (
+    CatalogDirs,
+    GpuFilter,
+    JsonFlag,
+    ProviderFilter,
+    RegionFilter,
+    catalog_from,
+)
 from advisor.engine import DEFAULT_VLLM_VERSION
 
 
@@ -25,12 +32,9 @@ def plan_cmd(
     max_ttft_ms: Annotated[float | None, typer.Option(help="Time-to-first-token limit.")] = None,
     max_instances: Annotated[int, typer.Option(help="The largest fleet to consider.", min=1)]
     = 64,
-    provider: Annotated[list[str] | None, typer.Option(help="Only this provider (repeatable).")]
-    = None,
-    region: Annotated[list[str] | None, typer.Option(help="Only this region (repeatable).")]
-    = None,
-    gpu: Annotated[list[str] | None, typer.Option(help="Only this GPU or family (repeatable).")]
-    = None,
+    provider: ProviderFilter = None,
+    region: RegionFilter = None,
+    gpu: GpuFilter = None,
     spot: Annotated[bool, typer.Option(help="Price with spot prices.")] = False,
     max_nodes: Annotated[int, typer.Option(
         help="Most instances one replica may span (PP across them).", min=1, max=64)] = 4,

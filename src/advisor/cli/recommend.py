@@ -7,7 +7,14 @@ from typing import Annotated, Any
 import typer
 
 from advisor.cli import output as out
-from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.cli.common import (
+    CatalogDirs,
+    GpuFilter,
+    JsonFlag,
+    ProviderFilter,
+    RegionFilter,
+    catalog_from,
+)
 from advisor.engine import DEFAULT_VLLM_VERSION
 from advisor.errors import UserInputError
 
@@ -82,12 +89,9 @@ def recommend_cmd(
     concurrency: Annotated[int | None, typer.Option(
         help="Target sequences per instance (default: as many as fit).")] = None,
     objective: Annotated[str, typer.Option(help="cost, latency or throughput.")] = "cost",
-    provider: Annotated[list[str] | None, typer.Option(help="Only this provider (repeatable).")]
-    = None,
-    region: Annotated[list[str] | None, typer.Option(help="Only this region (repeatable).")]
-    = None,
-    gpu: Annotated[list[str] | None, typer.Option(help="Only this GPU or family (repeatable).")]
-    = None,
+    provider: ProviderFilter = None,
+    region: RegionFilter = None,
+    gpu: GpuFilter = None,
     max_usd_per_hour: Annotated[float | None, typer.Option(help="Price ceiling, $/h.")] = None,
     max_tpot_ms: Annotated[float | None, typer.Option(help="Latency limit per output token.")]
     = None,
