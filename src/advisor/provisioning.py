@@ -47,7 +47,7 @@ from advisor.providers.base import (
     is_world,
     user_agent_labels,
 )
-from advisor.state import Deployment, InstanceRow, ResourceRow, Store
+from advisor.state import Deployment, InstanceRow, Store
 
 #: the secret each cloud's boot script reads the vLLM API key from, unless --api-key-ref says
 DEFAULT_KEY_REF = {"aws": "aws-ssm:/advisor/vllm-api-key",
@@ -420,11 +420,13 @@ def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Atte
                      detail=f"{c.instance_type} is not offered in {c.region}"))
         return None
     say(f"{c.provider} {c.region}: preparing the firewall")
-    resources: list[ResourceRow] = []
-    try:
-        resources = p.ensure_network(c.spec)
-        for r in resources:
+
+    def prepare() -> None:
+        for r in p.ensure_network(c.spec):
             st.record_resource(c.spec.deployment, r)
+
+    try:
+        prepare()
         for zone in zones:
             try:
                 group = _launch_group(p, c, st, zone, say)
@@ -433,8 +435,8 @@ def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Atte
                     note(Attempt(**base, zone=zone, outcome="capacity", code=err.code,
                                  detail=err.detail))
                     if c.nodes > 1:  # a half-made group is removed, the next zone starts clean
-                        _cleanup(p, c, st, resources, say, force=True)
-                        resources = p.ensure_network(c.spec)
+                        _cleanup(p, c, st, say, force=True)
+                        prepare()
                     continue
                 if err.scope == "region":
                     note(Attempt(**base, zone=zone, outcome=_outcome(err), code=err.code,
@@ -445,14 +447,14 @@ def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Atte
                          detail=", ".join(i.id for i in group)))
             return group
     except BaseException:
-        _cleanup(p, c, st, resources, say)
+        _cleanup(p, c, st, say)
         raise
-    _cleanup(p, c, st, resources, say)
+    _cleanup(p, c, st, say)
     return None
 
 
-def _cleanup(p: Provider, c: Candidate, st: Store, resources: list[ResourceRow],
-             say: Callable[[str], None], force: bool = False) -> None:
+def _cleanup(p: Provider, c: Candidate, st: Store, say: Callable[[str], None],
+             force: bool = False) -> None:
     """Remove what was made for a region where nothing was launched (found by tag: a
     half-finished ``ensure_network`` returns no list, but what it made carries the tags).
     ``force``: also the instances of a multi-node group that could not be completed."""
