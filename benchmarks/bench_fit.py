@@ -21,7 +21,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import advisor
-    from advisor.sizing import FitRequest, fit
+    from advisor.core.sizing import FitRequest, fit
 
     cat = advisor.load_catalog()
     specs = [advisor.spec_from_config(cat.model_configs[a], a) for a in sorted(cat.models)]

@@ -36,7 +36,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import advisor
-    from advisor.ranking import Constraints, Request, rank
+    from advisor.core.ranking import Constraints, Request, rank
 
     result: dict[str, object] = {}
     exe = shutil.which("advisor")
@@ -47,7 +47,7 @@ def main() -> int:
                                 "advisor_recommend_s": round(rec, 3),
                                 "ratio": round(rec / base, 2)}
     cat = advisor.load_catalog()
-    spec = advisor.model_spec("llama-3-8b", cat)
+    spec = advisor.model_spec("llama-3-8b", catalog=cat)
     req = Request(ctx=8192, input_len=1024, output_len=256)
     cons = Constraints()
     eng = advisor.engine_profile()

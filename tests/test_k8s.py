@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 import advisor
-from advisor.k8s import files, manifests, topology_policy
-from advisor.plan import place, place_multi
-from advisor.render import RenderRequest
+from advisor.core.layouts import place, place_multi
+from advisor.render.cloudinit import RenderRequest
+from advisor.render.k8s import files, manifests, topology_policy
 
 kv = pytest.importorskip("kubernetes_validate")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from advisor import ModelConfigError, load_catalog
-from advisor.llm import spec_from_config
+from advisor.core.model import spec_from_config
 
 CAT = load_catalog()
 

@@ -9,9 +9,9 @@ import math
 import pytest
 
 import advisor
-from advisor.fitting import fleet
-from advisor.perf import ALLREDUCE_LATENCY_S, PP_HOP_S, Workload, estimate
-from advisor.sizing import FitRequest, fit
+from advisor.api import fleet
+from advisor.core.perf import ALLREDUCE_LATENCY_S, PP_HOP_S, Workload, estimate
+from advisor.core.sizing import FitRequest, fit
 
 CAT = advisor.load_catalog()
 
@@ -124,8 +124,8 @@ def test_cli_plan_json_and_bad_input(cli):
 
 # -- rendering a multi-node replica ---------------------------------------------------------
 def _multi_files(ray_head=None):
-    from advisor.plan import place_multi
-    from advisor.render import RenderRequest, render
+    from advisor.core.layouts import place_multi
+    from advisor.render.cloudinit import RenderRequest, render
 
     p5 = CAT.instance("aws:p5.48xlarge")
     plan = place_multi(p5, CAT, 8, 2)
@@ -184,7 +184,7 @@ def _launch(sysfs, env):
     import os
     import subprocess
 
-    from advisor.render import templates_dir
+    from advisor.render.cloudinit import templates_dir
     from tests.test_render import BUS
 
     full = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1", "ADVISOR_SYSFS_ROOT": str(sysfs),

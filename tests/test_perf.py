@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 import advisor
-from advisor.perf import (
+from advisor.core.perf import (
     MEMORY_EFFICIENCY,
     STEP_OVERHEAD_S,
     Workload,
     decode_step_s,
     estimate,
 )
-from advisor.sizing import FitRequest, fit
+from advisor.core.sizing import FitRequest, fit
 
 CAT = advisor.load_catalog()
 ENG = advisor.engine_profile()

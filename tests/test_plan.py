@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import advisor
-from advisor.plan import layouts, place, tp_sizes
+from advisor.core.layouts import layouts, place, tp_sizes
 from tests.conftest import PRIVATE_BOX
 
 CAT = advisor.load_catalog()

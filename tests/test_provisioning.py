@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import advisor
+from advisor.clouds.base import CloudError, LaunchSpec, QuotaStatus, check_cidr, check_name
 from advisor.errors import OperationError, UserInputError
-from advisor.providers.base import CloudError, LaunchSpec, QuotaStatus, check_cidr, check_name
 from advisor.provisioning import _health, candidates, default_name, disk_gib, provision
 from advisor.state import InstanceRow, ResourceRow, Store
 

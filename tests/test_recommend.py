@@ -9,7 +9,7 @@ import pytest
 
 import advisor
 from advisor import UserInputError
-from advisor.ranking import NUMA_PENALTY
+from advisor.core.ranking import NUMA_PENALTY
 
 CAT = advisor.load_catalog()
 

@@ -13,8 +13,8 @@ import pytest
 
 import advisor
 from advisor import UserInputError
-from advisor.plan import place
-from advisor.render import RenderRequest, render, replica_env, templates_dir, unit, write
+from advisor.core.layouts import place
+from advisor.render.cloudinit import RenderRequest, render, replica_env, templates_dir, unit, write
 from tests.test_topology import EIGHT, make_sysfs
 
 CAT = advisor.load_catalog()

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor import UserInputError, load_catalog
-from advisor.engine import GIB, profile
-from advisor.llm import spec_from_config
-from advisor.sizing import FitRequest, fit, kv_bytes_per_token_per_layer, weights_per_gpu
+from advisor.core.engine import GIB, profile
+from advisor.core.model import spec_from_config
+from advisor.core.sizing import FitRequest, fit, kv_bytes_per_token_per_layer, weights_per_gpu
 
 CAT = load_catalog()
 SPECS = {a: spec_from_config(CAT.model_configs[a], a) for a in CAT.models}

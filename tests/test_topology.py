@@ -9,7 +9,7 @@ import pytest
 
 import advisor
 from advisor import UserInputError
-from advisor.topology import (
+from advisor.host.topology import (
     compare,
     gpu_nodes,
     parse_cpulist,

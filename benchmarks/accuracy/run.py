@@ -23,10 +23,9 @@ from typing import Any
 import yaml
 
 from advisor import load_catalog
-from advisor.engine import GIB, parse_version, profile
-from advisor.errors import UserInputError
-from advisor.llm import DTYPE_BYTES, spec_from_config
-from advisor.sizing import (
+from advisor.core.engine import GIB, parse_version, profile
+from advisor.core.model import DTYPE_BYTES, spec_from_config
+from advisor.core.sizing import (
     FitRequest,
     fit,
     kv_bytes_per_token_per_layer,
@@ -35,6 +34,7 @@ from advisor.sizing import (
     stage_layers,
     weights_per_gpu,
 )
+from advisor.errors import UserInputError
 
 HERE = Path(__file__).resolve().parent
 

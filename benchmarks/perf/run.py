@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 import advisor
-from advisor.perf import Workload, estimate
-from advisor.sizing import FitRequest, fit
+from advisor.core.perf import Workload, estimate
+from advisor.core.sizing import FitRequest, fit
 
 HERE = Path(__file__).resolve().parent
 

@@ -7,63 +7,79 @@ The SDK surface. Everything the CLI does is callable from here::
     cat.instance("aws:p5.48xlarge")
     result, spec, _ = advisor.fit("llama-3-8b", "H100-SXM", max_model_len=8192)
     advisor.provision("llama-3-8b", 8192, provider="aws", dry_run=True).requests
+
+Importing ``advisor`` builds nothing: each name is loaded from its module on first use
+(PEP 562), so ``advisor --help`` and scripts pay only for what they touch. The functions live in
+:mod:`advisor.api` (one validation boundary), the pure core in :mod:`advisor.core`.
 """
 
-from advisor.catalog import (
-    Catalog,
-    Cpu,
-    Gpu,
-    InstanceType,
-    ModelAlias,
-    Problem,
-    Provenance,
-)
-from advisor.catalog import load as load_catalog
-from advisor.catalog import validate as validate_catalog
-from advisor.engine import DEFAULT_VLLM_VERSION, EngineProfile
-from advisor.engine import profile as engine_profile
-from advisor.errors import (
-    AdvisorError,
-    CatalogError,
-    ModelConfigError,
-    NotFoundError,
-    OperationError,
-    UserInputError,
-)
-from advisor.fitting import estimate, fit, fleet, model_config, model_spec, recommend
-from advisor.llm import ModelSpec, spec_from_config
-from advisor.ranking import Constraints, Recommendation, Rejection, Request
-from advisor.sizing import FitRequest, MemoryFit
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-#: provisioning (state file, provider protocol) loads on first use: ``advisor recommend`` and
-#: the catalog commands never pay for it
-_LAZY = {"Attempt": "provisioning", "DownResult": "provisioning",
-         "ProvisionResult": "provisioning", "down": "provisioning", "provision": "provisioning",
-         "status": "provisioning", "Ticket": "tickets", "ticket": "tickets"}
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        module = importlib.import_module(f"advisor.{_LAZY[name]}")
-        return getattr(module, "make_ticket" if name == "ticket" else name)
-    raise AttributeError(f"module 'advisor' has no attribute {name!r}")
-
+#: public name -> (module, attribute)
+_LAZY: dict[str, tuple[str, str]] = {
+    "Catalog": ("advisor.catalog.catalog", "Catalog"),
+    "Cpu": ("advisor.catalog.schema", "Cpu"),
+    "Gpu": ("advisor.catalog.schema", "Gpu"),
+    "InstanceType": ("advisor.catalog.schema", "InstanceType"),
+    "ModelAlias": ("advisor.catalog.schema", "ModelAlias"),
+    "Provenance": ("advisor.catalog.schema", "Provenance"),
+    "Problem": ("advisor.catalog.loader", "Problem"),
+    "load_catalog": ("advisor.catalog.loader", "load"),
+    "validate_catalog": ("advisor.catalog.loader", "validate"),
+    "DEFAULT_VLLM_VERSION": ("advisor.core.engine", "DEFAULT_VLLM_VERSION"),
+    "EngineProfile": ("advisor.core.engine", "EngineProfile"),
+    "engine_profile": ("advisor.core.engine", "profile"),
+    "AdvisorError": ("advisor.errors", "AdvisorError"),
+    "CatalogError": ("advisor.errors", "CatalogError"),
+    "ModelConfigError": ("advisor.errors", "ModelConfigError"),
+    "NotFoundError": ("advisor.errors", "NotFoundError"),
+    "OperationError": ("advisor.errors", "OperationError"),
+    "UserInputError": ("advisor.errors", "UserInputError"),
+    "estimate": ("advisor.api", "estimate"),
+    "fit": ("advisor.api", "fit"),
+    "fleet": ("advisor.api", "fleet"),
+    "model_config": ("advisor.api", "model_config"),
+    "model_spec": ("advisor.api", "model_spec"),
+    "recommend": ("advisor.api", "recommend"),
+    "render_files": ("advisor.api", "render_files"),
+    "RenderResult": ("advisor.api", "RenderResult"),
+    "ModelSpec": ("advisor.core.model", "ModelSpec"),
+    "spec_from_config": ("advisor.core.model", "spec_from_config"),
+    "Constraints": ("advisor.core.ranking", "Constraints"),
+    "Recommendation": ("advisor.core.ranking", "Recommendation"),
+    "Rejection": ("advisor.core.ranking", "Rejection"),
+    "Request": ("advisor.core.ranking", "Request"),
+    "FitRequest": ("advisor.core.sizing", "FitRequest"),
+    "MemoryFit": ("advisor.core.sizing", "MemoryFit"),
+    "FleetOption": ("advisor.core.fleets", "FleetOption"),
+    "PerfEstimate": ("advisor.core.perf", "PerfEstimate"),
+    "Attempt": ("advisor.provisioning", "Attempt"),
+    "DownResult": ("advisor.provisioning", "DownResult"),
+    "ProvisionResult": ("advisor.provisioning", "ProvisionResult"),
+    "down": ("advisor.provisioning", "down"),
+    "provision": ("advisor.provisioning", "provision"),
+    "status": ("advisor.provisioning", "status"),
+    "Ticket": ("advisor.host.tickets", "Ticket"),
+    "ticket": ("advisor.host.tickets", "make_ticket"),
+}
 
 __all__ = [
-    "DEFAULT_VLLM_VERSION",
     "AdvisorError",
     "Attempt",
     "Catalog",
     "CatalogError",
     "Constraints",
     "Cpu",
+    "DEFAULT_VLLM_VERSION",
     "DownResult",
     "EngineProfile",
     "FitRequest",
+    "FleetOption",
     "Gpu",
     "InstanceType",
     "MemoryFit",
@@ -72,11 +88,13 @@ __all__ = [
     "ModelSpec",
     "NotFoundError",
     "OperationError",
+    "PerfEstimate",
     "Problem",
     "Provenance",
     "ProvisionResult",
     "Recommendation",
     "Rejection",
+    "RenderResult",
     "Request",
     "Ticket",
     "UserInputError",
@@ -91,8 +109,58 @@ __all__ = [
     "model_spec",
     "provision",
     "recommend",
+    "render_files",
     "spec_from_config",
     "status",
     "ticket",
     "validate_catalog",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value  # once loaded, a plain attribute
+        return value
+    raise AttributeError(f"module 'advisor' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
+    from advisor.api import (
+        RenderResult,
+        estimate,
+        fit,
+        fleet,
+        model_config,
+        model_spec,
+        recommend,
+        render_files,
+    )
+    from advisor.catalog.catalog import Catalog
+    from advisor.catalog.loader import Problem
+    from advisor.catalog.loader import load as load_catalog
+    from advisor.catalog.loader import validate as validate_catalog
+    from advisor.catalog.schema import Cpu, Gpu, InstanceType, ModelAlias, Provenance
+    from advisor.core.engine import DEFAULT_VLLM_VERSION, EngineProfile
+    from advisor.core.engine import profile as engine_profile
+    from advisor.core.fleets import FleetOption
+    from advisor.core.model import ModelSpec, spec_from_config
+    from advisor.core.perf import PerfEstimate
+    from advisor.core.ranking import Constraints, Recommendation, Rejection, Request
+    from advisor.core.sizing import FitRequest, MemoryFit
+    from advisor.errors import (
+        AdvisorError,
+        CatalogError,
+        ModelConfigError,
+        NotFoundError,
+        OperationError,
+        UserInputError,
+    )
+    from advisor.host.tickets import Ticket
+    from advisor.host.tickets import make_ticket as ticket
+    from advisor.provisioning import Attempt, DownResult, ProvisionResult, down, provision, status

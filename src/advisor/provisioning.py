@@ -34,10 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from advisor.catalog import Catalog
 from advisor.catalog import load as load_catalog
 from advisor.catalog.schema import InstanceType
-from advisor.engine import DEFAULT_VLLM_VERSION
-from advisor.errors import OperationError, UserInputError
-from advisor.plan import Plan
-from advisor.providers.base import (
+from advisor.clouds import registry
+from advisor.clouds.base import (
     CloudError,
     LaunchSpec,
     Provider,
@@ -47,11 +45,12 @@ from advisor.providers.base import (
     is_world,
     user_agent_labels,
 )
+from advisor.clouds.registry import CLOUDS
+from advisor.core.engine import DEFAULT_VLLM_VERSION
+from advisor.core.layouts import Plan
+from advisor.errors import OperationError, UserInputError
 from advisor.state import Deployment, InstanceRow, Store
 
-#: the secret each cloud's boot script reads the vLLM API key from, unless --api-key-ref says
-DEFAULT_KEY_REF = {"aws": "aws-ssm:/advisor/vllm-api-key",
-                   "gcp": "gcp-secret:advisor-vllm-api-key"}
 #: OS, CUDA libraries, the vLLM virtual environment and the Hugging Face cache besides weights
 DISK_OVERHEAD_GIB = 60
 MIN_DISK_GIB = 100
@@ -116,7 +115,7 @@ ProviderSource = Mapping[str, Provider] | Callable[[str], Provider] | None
 
 def _provider(source: ProviderSource, name: str, options: Mapping[str, Any]) -> Provider:
     if source is None:
-        from advisor.providers import get
+        from advisor.clouds.registry import get
 
         return get(name, **dict(options))
     if isinstance(source, Mapping):
@@ -142,7 +141,7 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
                spot: bool = False, max_types: int = 3, vllm_version: str | None = None
                ) -> list[tuple[InstanceType, Plan, str, float | None, float]]:
     """(instance type, layout, region, $/h per instance, weights GiB in all), best first."""
-    from advisor.fitting import recommend
+    from advisor.api import recommend
 
     regions = regions or []
     from advisor.catalog.schema import REGION
@@ -152,10 +151,10 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
             raise UserInputError(f"--region {r!r} is not a region name",
                                  hint="use the cloud's own name, e.g. us-east-1, us-central1, "
                                  "eastus")
-    providers = [provider] if provider else ["aws", "gcp", "azure"]
+    providers = [provider] if provider else list(CLOUDS)
     if instance is not None:
         inst = catalog.instance(instance)
-        if inst.provider not in ("aws", "gcp", "azure"):
+        if inst.provider not in CLOUDS:
             raise UserInputError(f"{inst.key} is not on a cloud advisor can provision",
                                  hint="use 'advisor render' for private machines")
         # the layout does not depend on the price: rank on-demand, so that a type without a
@@ -187,7 +186,7 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
                vllm_version: str, port: int, api_key_ref: str, allow_cidrs: list[str],
                ssh_cidrs: list[str], spot: bool, image: str | None,
                options: Mapping[str, str], gpu_memory_utilization: float = 0.9) -> LaunchSpec:
-    from advisor.render import RenderRequest, render
+    from advisor.render.cloudinit import RenderRequest, render
 
     # reachable from outside only when a range was opened for it; the firewall still decides
     host = "0.0.0.0" if allow_cidrs else "127.0.0.1"
@@ -232,25 +231,40 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     warnings = [f"{c} opens the vLLM port(s) to the whole internet (the API key still guards "
                 "them)" for c in allow if is_world(c)]
     warnings += [f"{c} opens SSH to the whole internet" for c in ssh if is_world(c)]
-    if provider is not None and provider not in ("aws", "gcp", "azure"):
-        from advisor.errors import NotFoundError
+    if provider is not None:
+        registry.info(provider)  # NotFoundError naming the clouds
+    if api_key_ref is not None:
+        from advisor.render.cloudinit import check_value
 
-        raise NotFoundError("cloud provider", provider, ["aws", "gcp", "azure"])
+        check_value("api_key_ref", api_key_ref)
+        owner = registry.key_ref_cloud(api_key_ref)
+        if provider is not None and owner not in (None, provider):
+            raise UserInputError(f"--api-key-ref {api_key_ref!r} is read from {owner}'s secret "
+                                 f"store, but the deployment goes to {provider}",
+                                 hint=f"use {registry.info(provider).key_scheme.example}")
     picks = candidates(model, ctx, catalog=cat, provider=provider, instance=instance,
                        regions=regions, spot=spot, max_types=max_types,
                        vllm_version=vllm_version)
-    from advisor.fitting import model_config
+    from advisor.api import model_config
 
-    alias, _ = model_config(model, cat)
+    alias, _ = model_config(model, catalog=cat)
     repo = cat.models[alias].hf_id if alias in cat.models else model
     name = check_name(name or default_name(alias, picks[0][0].name))
     opts = provider_options or {}
     cands: list[Candidate] = []
+    no_ref: set[str] = set()
+    rerouted: set[str] = set()
     for inst, plan, region, usd, weights in picks:
-        ref = api_key_ref or DEFAULT_KEY_REF.get(inst.provider)
+        # each cloud reads the key from its own secret store: a reference of another cloud is
+        # never handed on (an Azure VM cannot read an SSM parameter)
+        ref = registry.key_ref_for(inst.provider, api_key_ref)
         if ref is None:
-            raise UserInputError(f"--api-key-ref is needed for {inst.provider}",
-                                 hint="e.g. --api-key-ref azure-kv:myvault/vllm-api-key")
+            no_ref.add(inst.provider)
+            continue
+        if api_key_ref is not None and ref != api_key_ref and inst.provider not in rerouted:
+            rerouted.add(inst.provider)
+            warnings.append(f"{inst.provider} candidates read the API key from {ref} "
+                            f"({api_key_ref} is another cloud's secret store)")
         spec = build_spec(inst, plan, region, name=name, model_repo=repo, model_label=alias,
                           ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
                           port=port, api_key_ref=ref, allow_cidrs=allow, ssh_cidrs=ssh,
@@ -259,6 +273,13 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
                                tp=plan.tp, replicas=plan.replicas, nodes=plan.nodes,
                                usd_per_hour=usd, spec=spec))
 
+    if not cands:
+        example = registry.info(picks[0][0].provider).key_scheme.example
+        raise UserInputError(f"--api-key-ref is needed for {picks[0][0].provider}",
+                             hint=f"e.g. --api-key-ref {example}")
+    for cloud in sorted(no_ref):
+        warnings.append(f"{cloud} candidates skipped: --api-key-ref names no secret that {cloud} "
+                        f"can read (e.g. {registry.info(cloud).key_scheme.example})")
     if dry_run:
         reqs = []
         for c in cands:
@@ -379,7 +400,7 @@ def _existing(st: Store, name: str, providers: ProviderSource,
 def _launch_group(p: Provider, c: Candidate, st: Store, zone: str | None,
                   say: Callable[[str], None]) -> list[InstanceRow]:
     """The head (or the only instance), then the workers with the head's address, one zone."""
-    from advisor.render import with_ray_head
+    from advisor.render.cloudinit import with_ray_head
 
     st.intent(c.spec.deployment, c.provider, c.instance_type, c.region, zone)
     say(f"launching {c.instance_type} in {zone or c.region}"

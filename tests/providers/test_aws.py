@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 import pytest
 import yaml
 
-from advisor.providers.aws import AwsProvider, sg_name
+from advisor.clouds.aws.compute import AwsProvider, sg_name
 from advisor.provisioning import down, provision
 from advisor.state import Store
 from tests.providers.conftest import answer, ec2_error
@@ -326,7 +326,7 @@ def test_a_foreign_role_of_the_same_name_is_not_taken_over(aws, tmp_path):
     iam = boto3.client("iam")
     iam.create_role(RoleName="advisor-taken", AssumeRolePolicyDocument=json.dumps({
         "Version": "2012-10-17", "Statement": []}))
-    from advisor.providers.base import CloudError
+    from advisor.clouds.base import CloudError
 
     with pytest.raises(CloudError, match="did not create"):
         provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="taken",

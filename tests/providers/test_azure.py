@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("azure.mgmt.compute")
 pytest.importorskip("azure.mgmt.network")
 
+from advisor.clouds.azure.compute import AzureProvider  # noqa: E402
 from advisor.errors import OperationError  # noqa: E402
-from advisor.providers.azure import AzureProvider  # noqa: E402
 from advisor.provisioning import down, provision  # noqa: E402
 from advisor.state import Store  # noqa: E402
 from tests.providers.fake_azure import FakeArm, FakeCredential, transport  # noqa: E402

@@ -13,8 +13,8 @@ pytest.importorskip("google.cloud.compute_v1")
 from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 import advisor  # noqa: E402
+from advisor.clouds.gcp.compute import GcpProvider  # noqa: E402
 from advisor.errors import OperationError  # noqa: E402
-from advisor.providers.gcp import GcpProvider  # noqa: E402
 from advisor.provisioning import down, provision, status  # noqa: E402
 from advisor.state import Store  # noqa: E402
 from tests.providers.fake_gcp import FakeCompute, serve  # noqa: E402

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 import advisor
+from advisor.clouds.aws.compute import AwsProvider
+from advisor.clouds.refresh import refresh
 from advisor.errors import CatalogError
-from advisor.providers.aws import AwsProvider
-from advisor.refresh import refresh
 from tests.providers.conftest import answer
 from tests.providers.test_aws import cli
 
@@ -147,7 +147,7 @@ def test_a_refresh_that_would_not_validate_writes_nothing(aws, tmp_path, monkeyp
     (out / "instances").mkdir(parents=True)
     before = textwrap.dedent(CURATED).lstrip()
     (out / "instances" / "aws.yaml").write_text(before)
-    import advisor.refresh as r
+    import advisor.clouds.refresh as r
 
     real = r.dump
 

@@ -14,8 +14,8 @@ import yaml
 pytest.importorskip("azure.mgmt.compute")
 
 import advisor  # noqa: E402
-from advisor.providers.azure import AzureProvider  # noqa: E402
-from advisor.refresh import refresh  # noqa: E402
+from advisor.clouds.azure.compute import AzureProvider  # noqa: E402
+from advisor.clouds.refresh import refresh  # noqa: E402
 from tests.providers.fake_azure import FakeArm, FakeCredential, transport  # noqa: E402
 
 

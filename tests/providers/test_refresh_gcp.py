@@ -11,8 +11,8 @@ pytest.importorskip("google.cloud.compute_v1")
 from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 import advisor  # noqa: E402
-from advisor.providers.gcp import GcpProvider  # noqa: E402
-from advisor.refresh import refresh  # noqa: E402
+from advisor.clouds.gcp.compute import GcpProvider  # noqa: E402
+from advisor.clouds.refresh import refresh  # noqa: E402
 from tests.providers.fake_gcp import FakeCompute, serve  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """The catalog: sourced facts about GPUs, CPUs, cloud instance types and model aliases."""
 
+from advisor.catalog.catalog import Catalog, numa_known
 from advisor.catalog.loader import ENV_VAR, Problem, bundled_dir, load, validate
-from advisor.catalog.model import Catalog, numa_known
 from advisor.catalog.schema import (
     Cpu,
     Gpu,

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from advisor.catalog.model import Catalog
+from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import Cpu, Gpu, InstanceType, ModelAlias
 from advisor.errors import CatalogError
 

@@ -9,7 +9,7 @@ import typer
 
 from advisor.catalog import validate
 from advisor.cli import output as out
-from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, with_cloud_options
 
 app = typer.Typer(help="Browse and check the instance catalog.", no_args_is_help=True)
 
@@ -121,6 +121,7 @@ def validate_cmd(
 
 
 @app.command("refresh")
+@with_cloud_options("refresh")
 def refresh_cmd(
     provider: Annotated[str, typer.Option(help="aws, gcp or azure.")],
     region: Annotated[list[str] | None, typer.Option(
@@ -131,16 +132,15 @@ def refresh_cmd(
         "repository's catalogs/ when running from a checkout).", file_okay=False)] = None,
     dry_run: Annotated[bool, typer.Option(help="Report what would change; write nothing.")]
     = False,
-    project: Annotated[str | None, typer.Option(help="GCP project.")] = None,
-    subscription: Annotated[str | None, typer.Option(help="Azure subscription id.")] = None,
+    cloud_options: dict[str, dict[str, str]] | None = None,
     json: JsonFlag = False,
 ) -> None:
     """Update prices, regions and sizes from the cloud's own APIs; curated facts are kept."""
     from advisor.catalog.loader import bundled_dir
     from advisor.catalog.schema import REGION
+    from advisor.clouds.refresh import refresh
+    from advisor.clouds.registry import get
     from advisor.errors import UserInputError
-    from advisor.providers import get
-    from advisor.refresh import refresh
 
     if provider not in ("aws", "gcp", "azure"):
         from advisor.errors import NotFoundError
@@ -154,8 +154,7 @@ def refresh_cmd(
         if "_data" in bundled.parts:
             raise UserInputError("the bundled catalog is inside the installed package",
                                  hint="pass --out DIR, then use it with --catalog DIR")
-    opts = {"aws": {}, "gcp": {"project": project} if project else {},
-            "azure": {"subscription_id": subscription} if subscription else {}}[provider]
+    opts = (cloud_options or {}).get(provider, {})
     report = refresh(provider, get(provider, **opts), regions=region, out=out_dir,
                      dry_run=dry_run)
     if json:

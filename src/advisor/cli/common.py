@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,3 +37,41 @@ GpuFilter = Annotated[list[str] | None, typer.Option(
 
 def catalog_from(dirs: list[Path] | None) -> Catalog:
     return load(dirs or None)
+
+
+def with_cloud_options(command: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Adds every provider option the registry's clouds offer for ``command`` (``--project``,
+    ``--resource-group``, …) to a command, and hands the command ``cloud_options``:
+    ``{cloud: {constructor keyword: value}}``, each value checked against its cloud's pattern.
+
+    The options are declared by each cloud's ``options.py``; no command lists them, so a new
+    cloud's options appear on its own."""
+    from advisor.clouds.registry import options
+
+    def deco(func: Callable[..., None]) -> Callable[..., None]:
+        sig = inspect.signature(func)
+        hints = typing.get_type_hints(func, include_extras=True)
+        own = [p.replace(annotation=hints.get(p.name, p.annotation))
+               for p in sig.parameters.values() if p.name != "cloud_options"]
+        by_flag: dict[str, list[str]] = {}
+        for _cloud, opt in options(command):
+            by_flag.setdefault(opt.flag, []).append(opt.help)
+        extra = {flag: "_cloud_" + flag.lstrip("-").replace("-", "_") for flag in by_flag}
+        params = own + [inspect.Parameter(
+            extra[flag], inspect.Parameter.KEYWORD_ONLY, default=None,
+            annotation=Annotated[str | None, typer.Option(flag, help="; ".join(helps) + ".",
+                                                          show_default=False)])
+            for flag, helps in by_flag.items()]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            from advisor.clouds.registry import provider_options
+
+            values = {flag: kwargs.pop(param) for flag, param in extra.items()}
+            func(*args, cloud_options=provider_options(values), **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+
+    return deco

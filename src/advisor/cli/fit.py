@@ -8,7 +8,7 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
-from advisor.engine import DEFAULT_VLLM_VERSION
+from advisor.core.engine import DEFAULT_VLLM_VERSION
 
 
 def fit_cmd(
@@ -37,8 +37,8 @@ def fit_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Size a model on a GPU the way vLLM will: weights, KV cache, concurrency."""
+    from advisor.api import fit
     from advisor.errors import UserInputError
-    from advisor.fitting import fit
 
     if dtype not in ("auto", "bfloat16", "float16", "float32"):
         raise UserInputError(f"--dtype {dtype!r} is not auto, bfloat16, float16 or float32")

@@ -15,7 +15,7 @@ from advisor.cli.common import (
     RegionFilter,
     catalog_from,
 )
-from advisor.engine import DEFAULT_VLLM_VERSION
+from advisor.core.engine import DEFAULT_VLLM_VERSION
 
 
 def plan_cmd(
@@ -45,8 +45,8 @@ def plan_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Size the fleet: replicas, instances, monthly cost and headroom for a request rate."""
+    from advisor.api import default_lengths, fleet
     from advisor.errors import UserInputError
-    from advisor.fitting import default_lengths, fleet
 
     for name, v in (("--rps", rps), ("--max-tpot-ms", max_tpot_ms),
                     ("--max-ttft-ms", max_ttft_ms)):

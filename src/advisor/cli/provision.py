@@ -9,32 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from advisor.cli import output as out
-from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
-from advisor.engine import DEFAULT_VLLM_VERSION
+from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, with_cloud_options
+from advisor.clouds.registry import CLOUDS, key_ref_forms
+from advisor.core.engine import DEFAULT_VLLM_VERSION
 from advisor.errors import UserInputError
 
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before spending or "
                                    "removing anything.")]
-Project = Annotated[str | None, typer.Option(
-    help="GCP project (default: GOOGLE_CLOUD_PROJECT or the credentials' project).")]
-ResourceGroup = Annotated[str | None, typer.Option(
-    help="Azure resource group to create resources in (default: advisor-NAME).")]
-Subscription = Annotated[str | None, typer.Option(
-    help="Azure subscription id (default: AZURE_SUBSCRIPTION_ID).")]
-
-
-def _options(project: str | None, resource_group: str | None, subscription: str | None,
-             instance_profile: str | None = None) -> dict[str, dict[str, str]]:
-    opts: dict[str, dict[str, str]] = {"aws": {}, "gcp": {}, "azure": {}}
-    if instance_profile:
-        opts["aws"]["instance_profile"] = instance_profile
-    if project:
-        opts["gcp"]["project"] = project
-    if resource_group:
-        opts["azure"]["resource_group"] = resource_group
-    if subscription:
-        opts["azure"]["subscription_id"] = subscription
-    return opts
 
 
 def _confirm(yes: bool) -> Any:
@@ -50,11 +31,12 @@ def _confirm(yes: bool) -> Any:
     return ask
 
 
+@with_cloud_options("provision")
 def provision_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help="A catalog alias or HF repo id.")],
     ctx: Annotated[int, typer.Option("--ctx", "--max-model-len", help="vLLM's max_model_len.",
                                      min=1)],
-    provider: Annotated[str | None, typer.Option(help="Only this cloud: aws, gcp or azure.")]
+    provider: Annotated[str | None, typer.Option(help=f"Only this cloud: {', '.join(CLOUDS)}.")]
     = None,
     instance: Annotated[str | None, typer.Option(
         help="PROVIDER:TYPE to launch; default: the top recommendations.")] = None,
@@ -69,19 +51,15 @@ def provision_cmd(
     ssh_cidr: Annotated[list[str] | None, typer.Option(
         help="Open SSH to this range (repeatable); default: closed.")] = None,
     api_key_ref: Annotated[str | None, typer.Option(
-        help="Where the instance reads the vLLM API key: aws-ssm:NAME, gcp-secret:NAME, "
-        "azure-kv:VAULT/NAME.")] = None,
+        help=f"Where the instance reads the vLLM API key: {key_ref_forms()}; default: the "
+        "cloud's own secret store.")] = None,
     image: Annotated[str | None, typer.Option(
         help="Image to boot instead of the GPU base image advisor looks up.")] = None,
     port: Annotated[int, typer.Option(help="Port of replica 0; replica i listens on port+i.",
                                       min=1024, max=65000)] = 8000,
     vllm_version: Annotated[str, typer.Option(help="The vLLM release to pin.")]
     = DEFAULT_VLLM_VERSION,
-    project: Project = None,
-    resource_group: ResourceGroup = None,
-    subscription: Subscription = None,
-    instance_profile: Annotated[str | None, typer.Option(
-        help="AWS: an existing instance profile to use instead of creating one.")] = None,
+    cloud_options: dict[str, dict[str, str]] | None = None,
     dry_run: Annotated[bool, typer.Option(
         help="Print the exact requests and the user-data; call nothing.")] = False,
     yes: Yes = False,
@@ -100,7 +78,7 @@ def provision_cmd(
         port=port, vllm_version=vllm_version, dry_run=dry_run, wait=wait,
         confirm=_confirm(yes or dry_run), progress=None if json else out.progress,
         catalog=catalog_from(catalog),
-        provider_options=_options(project, resource_group, subscription, instance_profile))
+        provider_options=cloud_options)
     if json:
         out.emit_json(result.model_dump())
         return
@@ -127,13 +105,12 @@ def provision_cmd(
         out.line(f"health: {result.health}")
 
 
+@with_cloud_options("status")
 def status_cmd(
     name: Annotated[str | None, typer.Argument(help="One deployment; default: all.")] = None,
     reconcile: Annotated[bool, typer.Option(
         help="Ask the clouds (by tag) what runs and record it.")] = False,
-    project: Project = None,
-    resource_group: ResourceGroup = None,
-    subscription: Subscription = None,
+    cloud_options: dict[str, dict[str, str]] | None = None,
     json: JsonFlag = False,
 ) -> None:
     """The deployments advisor launched, their instances and (for one) its history."""
@@ -142,7 +119,7 @@ def status_cmd(
 
     store = Store()
     deps = status(name, reconcile=reconcile, store=store,
-                  provider_options=_options(project, resource_group, subscription))
+                  provider_options=cloud_options)
     if json:
         body = [d.model_dump() for d in deps]
         if name:
@@ -161,19 +138,18 @@ def status_cmd(
             out.line(f"  {e.at} {e.kind}: {e.message}")
 
 
+@with_cloud_options("down")
 def down_cmd(
     name: Annotated[str, typer.Argument(help="The deployment to remove.")],
     yes: Yes = False,
-    project: Project = None,
-    resource_group: ResourceGroup = None,
-    subscription: Subscription = None,
+    cloud_options: dict[str, dict[str, str]] | None = None,
     json: JsonFlag = False,
 ) -> None:
     """Terminate a deployment's instances and remove its firewall rules."""
     from advisor.provisioning import down
 
     result = down(name, confirm=_confirm(yes), progress=None if json else out.progress,
-                  provider_options=_options(project, resource_group, subscription))
+                  provider_options=cloud_options)
     if json:
         out.emit_json(result.model_dump())
         return

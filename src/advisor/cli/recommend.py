@@ -15,7 +15,7 @@ from advisor.cli.common import (
     RegionFilter,
     catalog_from,
 )
-from advisor.engine import DEFAULT_VLLM_VERSION
+from advisor.core.engine import DEFAULT_VLLM_VERSION
 from advisor.errors import UserInputError
 
 Model = Annotated[str, typer.Option("--model", "-m", help="A model alias or a config.json path.")]
@@ -43,7 +43,7 @@ def perf_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Estimate TTFT, TPOT and throughput of one replica."""
-    from advisor.fitting import estimate
+    from advisor.api import estimate
 
     for name, v in (("--input-len", input_len), ("--output-len", output_len),
                     ("--concurrency", concurrency), ("--tp", tp), ("--max-model-len",
@@ -108,7 +108,7 @@ def recommend_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Rank instances for a model and context: layout, throughput, $ per million tokens."""
-    from advisor.fitting import default_lengths, recommend
+    from advisor.api import default_lengths, recommend
 
     for name, v in (("--ctx", ctx), ("--input-len", input_len), ("--output-len", output_len),
                     ("--concurrency", concurrency), ("--top", top),
@@ -129,7 +129,7 @@ def recommend_cmd(
         spot=spot, kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=cat,
         with_rejected=True, max_nodes=max_nodes)
     if not recs:
-        from advisor.ranking import explain_empty
+        from advisor.core.ranking import explain_empty
 
         if show_rejected and not json:
             _rejected_table(rejected)

@@ -9,10 +9,7 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
-from advisor.engine import DEFAULT_VLLM_VERSION
-from advisor.errors import UserInputError
-
-DEFAULT_KEY_REF = {"aws": "aws-ssm:/advisor/vllm-api-key", "gcp": "gcp-secret:advisor-vllm-api-key"}
+from advisor.core.engine import DEFAULT_VLLM_VERSION
 
 
 def render_cmd(
@@ -46,63 +43,16 @@ def render_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Write user-data, vllm@.service, per-replica env files and the NUMA-binding launcher."""
-    from advisor.fitting import fit, model_spec, recommend
-    from advisor.plan import place
-    from advisor.render import RenderRequest, render, write
+    from advisor.api import render_files
+    from advisor.render.cloudinit import write
 
-    if target not in ("cloud-init", "k8s"):
-        raise UserInputError(f"--target {target!r} is not cloud-init or k8s")
-    cat = catalog_from(catalog)
-    if model in cat.models:
-        repo = cat.models[model].hf_id
-    else:
-        repo = model
-        model_spec(model, cat)  # a repo id must at least be sizeable (cached config)
-    plan = None
-    if instance is None:
-        best = recommend(model, ctx, catalog=cat, top=1)[0]
-        inst = cat.instance(f"{best.provider}:{best.instance}")
-        if tp is None or tp == best.plan.tp:
-            plan = best.plan
-    else:
-        inst = cat.instance(instance)
-    if plan is None and tp is None:
-        recs = recommend(model, ctx, catalog=cat, providers=[inst.provider], top=None)
-        mine = [r for r in recs if r.instance == inst.name]
-        if not mine:
-            raise UserInputError(f"{model} does not fit on {inst.key} at ctx {ctx}",
-                                 hint="'advisor fit' shows by how much")
-        plan = mine[0].plan
-    if plan is None:
-        assert tp is not None
-        if inst.gpu.count % tp:
-            raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of "
-                                 f"{inst.key}")
-        result, _, _ = fit(model, inst.gpu.model, catalog=cat, tp=tp, max_model_len=ctx,
-                           gpu_memory_utilization=gpu_memory_utilization,
-                           vllm_version=vllm_version)
-        if not result.fits:
-            raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
-                                 f"{result.notes[0] if result.notes else ''}",
-                                 hint="raise --tp or shorten --ctx")
-        plan = place(inst, cat, tp, 1)
-    key_ref = api_key_ref or DEFAULT_KEY_REF.get(inst.provider)
-    if key_ref is None:
-        raise UserInputError("--api-key-ref is needed for this provider",
-                             hint="e.g. --api-key-ref azure-kv:myvault/vllm-api-key")
-    req = RenderRequest(model=repo, max_model_len=ctx, vllm_version=vllm_version, port=port,
-                        host=host, api_key_ref=key_ref,
-                        gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)
-    if target == "k8s":
-        from advisor import k8s
-        from advisor.providers.base import check_name
-        from advisor.provisioning import default_name
-
-        workload = check_name(name or default_name(model, inst.name))
-        files = k8s.files(inst, plan, req, workload)
-    else:
-        files = render(inst, plan, req)
-    paths = write(files, out_dir)
+    result = render_files(model=model, ctx=ctx, instance=instance, tp=tp,
+                          vllm_version=vllm_version, port=port, host=host,
+                          api_key_ref=api_key_ref, gpu_memory_utilization=gpu_memory_utilization,
+                          target=target, name=name, ray_head=ray_head,
+                          catalog=catalog_from(catalog))
+    inst, plan = result.instance, result.plan
+    paths = write(result.files, out_dir)
     if json:
         out.emit_json({"instance": inst.key, "out": str(out_dir), "files": [str(p) for p in paths],
                        "replicas": plan.replicas, "tp": plan.tp, "pp": plan.pp,

@@ -46,7 +46,7 @@ def topology_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Probe the NUMA nodes and GPUs of this host (or of a copied sysfs tree)."""
-    from advisor.topology import compare, gpu_nodes, parse_numactl, probe
+    from advisor.host.topology import compare, gpu_nodes, parse_numactl, probe
 
     smi = _read_file(nvidia_smi_topo, "--nvidia-smi-topo") if nvidia_smi_topo else None
     if smi is None and sysfs_root == Path("/"):

@@ -22,17 +22,14 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.schema import InstanceType
+from advisor.core.layouts import Plan
 from advisor.errors import UserInputError
-from advisor.plan import Plan
 
 #: what may reach a shell line or an EnvironmentFile unquoted
 _SAFE = {
     "model": re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"),
     "vllm_version": re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)?$"),
     "host": re.compile(r"^(127\.0\.0\.1|0\.0\.0\.0|[0-9a-fA-F:.]{2,45})$"),
-    "api_key_ref": re.compile(
-        r"^(aws-ssm:/?[A-Za-z0-9_./-]{1,200}|gcp-secret:[A-Za-z0-9_-]{1,200}"
-        r"|azure-kv:[A-Za-z0-9-]{3,24}/[A-Za-z0-9-]{1,127}|file:/[A-Za-z0-9_./-]{1,200})$"),
 }
 DEFAULT_BIN = "/opt/advisor/bin"
 DEFAULT_ENV = "/etc/advisor"
@@ -40,19 +37,32 @@ DEFAULT_VENV = "/opt/advisor/venv"
 SERVICE_USER = "vllm"
 
 
-def _check(kind: str, value: str) -> str:
-    if not _SAFE[kind].match(value):
+def _pattern(kind: str) -> re.Pattern[str]:
+    if kind == "api_key_ref":  # each cloud's secret-store scheme, from the registry
+        from advisor.clouds.registry import key_ref_pattern
+
+        return re.compile(key_ref_pattern())
+    return _SAFE[kind]
+
+
+def check_value(kind: str, value: str) -> str:
+    """``value`` if it matches the strict pattern of ``kind``; UserInputError otherwise."""
+    if not _pattern(kind).match(value):
+        if kind == "api_key_ref":
+            from advisor.clouds.registry import key_ref_forms
+
+            hint = f"use {key_ref_forms()}"
+        else:
+            hint = {"model": "use a Hugging Face repo id (owner/name)"}.get(
+                kind, "use letters, digits, '.', '-' only")
         raise UserInputError(
-            f"{kind.replace('_', ' ')} {value!r} cannot be used safely in a shell line",
-            hint={"model": "use a Hugging Face repo id (owner/name)",
-                  "api_key_ref": "use aws-ssm:NAME, gcp-secret:NAME, azure-kv:VAULT/NAME or "
-                                 "file:/PATH",
-                  }.get(kind, "use letters, digits, '.', '-' only"))
+            f"{kind.replace('_', ' ')} {value[:200]!r} cannot be used safely in a shell line",
+            hint=hint)
     return value
 
 
 class RenderRequest(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     model: str
     max_model_len: int = Field(gt=0)
     vllm_version: str
@@ -78,10 +88,10 @@ _BlockDumper.add_representer(str, _str)
 
 
 def templates_dir() -> Path:
-    packaged = Path(__file__).resolve().parent / "_data" / "templates"
+    packaged = Path(__file__).resolve().parents[1] / "_data" / "templates"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "templates"
+    return Path(__file__).resolve().parents[3] / "templates"
 
 
 def _env() -> Environment:
@@ -130,9 +140,9 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
     and PP across nodes.
     """
     for kind in ("model", "vllm_version", "host", "api_key_ref"):
-        _check(kind, getattr(req, kind))
+        check_value(kind, getattr(req, kind))
     if req.ray_head is not None:
-        _check("host", req.ray_head)
+        check_value("host", req.ray_head)
     if req.port + plan.replicas - 1 > 65535:
         raise UserInputError("the replicas' ports would pass 65535", hint="use a lower --port")
     if plan.pp != 1 and plan.nodes == 1:
@@ -142,7 +152,7 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
     launcher = (tdir / "vllm-launch.sh").read_text()
     health = (tdir / "vllm-health.sh").read_text()
     service = unit()
-    from advisor.engine import profile
+    from advisor.core.engine import profile
 
     flag = profile(req.vllm_version).numa_bind_flag
     multi = plan.nodes > 1
@@ -228,7 +238,7 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
 def with_ray_head(worker_user_data: str, address: str) -> str:
     """The workers' cloud-config with the head's address written to /etc/advisor/ray-head
     (where the launcher reads it), once provisioning knows it."""
-    _check("host", address)
+    check_value("host", address)
     doc = yaml.safe_load(worker_user_data.removeprefix("#cloud-config\n"))
     doc["write_files"].append({"path": f"{DEFAULT_ENV}/ray-head", "permissions": "0644",
                                "content": address + "\n"})

@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.catalog.model import Catalog
+from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import InstanceType
-from advisor.llm import ModelSpec
+from advisor.core.model import ModelSpec
 
 Alignment = Literal["aligned", "spans-nodes", "unknown"]
 

@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 
 from advisor.catalog.schema import InstanceType
+from advisor.core.layouts import Plan
 from advisor.errors import UserInputError
-from advisor.plan import Plan
-from advisor.render import RenderRequest, _check
+from advisor.render.cloudinit import RenderRequest, check_value
 
 IMAGE = "docker.io/vllm/vllm-openai"
 SECRET = "advisor-vllm-api-key"
@@ -115,7 +115,7 @@ def manifests(inst: InstanceType, plan: Plan, req: RenderRequest,
               name: str) -> list[dict[str, Any]]:
     """The workload, its Service and the node pool's KubeletConfiguration, as dicts."""
     for kind in ("model", "vllm_version"):
-        _check(kind, getattr(req, kind))
+        check_value(kind, getattr(req, kind))
     if plan.pp != 1 and plan.nodes == 1:
         raise UserInputError("pipeline parallelism inside one instance is not rendered for "
                              "Kubernetes", hint="pick a TP-only layout (--tp)")

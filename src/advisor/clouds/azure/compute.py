@@ -28,14 +28,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from advisor.errors import UserInputError
-from advisor.providers.base import (
+from advisor.clouds.base import (
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
     QuotaStatus,
-    quota_status,
 )
+from advisor.errors import UserInputError
 from advisor.state import InstanceRow, ResourceRow
 
 #: Azure/azhpc-images: Ubuntu 22.04 HPC image with the NVIDIA driver, CUDA and NCCL
@@ -322,20 +321,9 @@ class AzureProvider:
         return list(sorted(zones)) or [None]
 
     def check_quota(self, spec: LaunchSpec) -> QuotaStatus:
-        try:
-            sku = self._sku(spec)
-            family = "lowPriorityCores" if spec.spot else (sku.family if sku else None)
-            if family is None:
-                return QuotaStatus(checked=False, detail="VM family unknown")
-            usages = list(self._client("compute").usage.list(spec.region))
-        except Exception as exc:
-            return QuotaStatus(checked=False, detail=f"quota not readable: "
-                               f"{' '.join(str(exc).split())[:200]}")
-        for u in usages:
-            if u.name.value == family:
-                return quota_status(family, spec.region, u.limit, u.current_value, spec.vcpus,
-                                    "vCPUs", spec.instance_type)
-        return QuotaStatus(checked=False, detail=f"{family} not listed for {spec.region}")
+        from advisor.clouds.azure.quota import check_quota
+
+        return check_quota(self, spec)
 
     def find(self, deployment: str, region: str) -> list[InstanceRow]:
         from azure.core.exceptions import ResourceNotFoundError
@@ -465,7 +453,9 @@ class AzureProvider:
     def catalog_facts(self, regions: list[str], doc: dict[str, Any]) -> list[Any]:
         """What the Resource SKUs and Retail Prices APIs state about every GPU VM size offered
         in ``regions`` (for ``advisor catalog refresh``)."""
-        return _catalog_facts(self, regions, doc)
+        from advisor.clouds.azure.refresh import catalog_facts
+
+        return catalog_facts(self, regions, doc)
 
     def _owned(self, ops: Any, rg: str, name: str, deployment: str) -> bool:
         from azure.core.exceptions import ResourceNotFoundError
@@ -477,76 +467,3 @@ class AzureProvider:
         except Exception as exc:
             raise self.classify(exc) from exc
         return bool((res.tags or {}).get(TAG_DEPLOYMENT) == deployment)
-
-
-def _retail_prices(url: str, size: str, region: str) -> tuple[float | None, float | None]:
-    """(Linux on-demand, Linux spot) $/h from the Retail Prices API, following its pages."""
-    import json as _json
-    import urllib.parse
-    import urllib.request
-
-    flt = (f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}' and "
-           f"armSkuName eq '{size}' and priceType eq 'Consumption'")
-    nxt: str | None = url + "?" + urllib.parse.urlencode({"$filter": flt})
-    on_demand = spot = None
-    pages = 0
-    while nxt and pages < 20:
-        with urllib.request.urlopen(nxt, timeout=30) as r:  # noqa: S310 (https by default)
-            doc = _json.loads(r.read())
-        pages += 1
-        for item in doc.get("Items", []):
-            if item.get("unitOfMeasure") != "1 Hour" or "Windows" in item.get("productName", ""):
-                continue
-            sku = f"{item.get('skuName', '')} {item.get('meterName', '')}"
-            price = float(item.get("retailPrice") or 0)
-            if price <= 0 or "Low Priority" in sku:
-                continue
-            if "Spot" in sku:
-                spot = price if spot is None else min(spot, price)
-            else:
-                on_demand = price if on_demand is None else min(on_demand, price)
-        link = doc.get("NextPageLink")
-        nxt = str(link) if link else None
-    return on_demand, spot
-
-
-def _catalog_facts(self: AzureProvider, regions: list[str], doc: dict[str, Any]) -> list[Any]:
-    from advisor.refresh import ApiFacts, ApiPrice
-
-    compute = self._client("compute")
-    current = {e.get("name"): e for e in doc.get("instances", [])}
-    found: dict[str, dict[str, Any]] = {}
-    for region in regions:
-        for s in self._do(compute.resource_skus.list, filter=f"location eq '{region}'"):
-            if s.resource_type != "virtualMachines":
-                continue
-            caps = {c.name: c.value for c in (s.capabilities or [])}
-            if int(float(caps.get("GPUs") or 0)) <= 0:
-                continue
-            if any(str(r.type).lower().endswith("location") for r in s.restrictions or []):
-                continue  # not offered to this subscription there
-            f = found.setdefault(s.name, {"sku": s, "caps": caps, "regions": []})
-            f["regions"].append(region)
-    self.notes = []
-    out = []
-    for name, f in sorted(found.items()):
-        caps, sku = f["caps"], f["sku"]
-        old_region = ((current.get(name) or {}).get("price") or {}).get("region")
-        where = str(old_region) if old_region in f["regions"] else str(f["regions"][0])
-        try:
-            on_demand, spot = _retail_prices(self.prices_url, name, where)
-        except OSError as exc:
-            self.notes.append(f"prices for {name}: the Retail Prices API is not reachable "
-                              f"({exc}); the catalog's price is kept")
-            on_demand = spot = None
-        per_core = caps.get("vCPUsPerCore")
-        out.append(ApiFacts(
-            name=name, vcpus=int(float(caps["vCPUs"])),
-            memory_gib=float(caps.get("MemoryGB") or 0),
-            gpu_key=f"family:{sku.family}", gpu_count=int(float(caps["GPUs"])),
-            regions=sorted(f["regions"]),
-            price=ApiPrice(region=where, on_demand_usd_per_hour=on_demand,
-                           spot_usd_per_hour=spot, source=SRC_PRICES),
-            threads_per_core=int(float(per_core)) if per_core else None,
-            sources={"default": SRC_SKUS}))
-    return out

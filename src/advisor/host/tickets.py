@@ -18,16 +18,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.catalog.model import Catalog
+from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import InstanceType, Provenance, provenance_of
-from advisor.topology import Difference, Topology, differences, gpu_nodes
+from advisor.host.topology import Difference, Topology, differences, gpu_nodes
 
 Format = Literal["markdown", "text", "json"]
 
 #: what each provider calls a machine size
-PRODUCT_WORD = {"aws": "instance type", "gcp": "machine type", "azure": "VM size"}
-PROVIDER_NAME = {"aws": "AWS (Amazon EC2)", "gcp": "Google Cloud (Compute Engine)",
-                 "azure": "Microsoft Azure"}
+def product_word(provider: str) -> str:
+    """The provider's word for what it sells ("instance type", "VM size"); "machine" else."""
+    from advisor.clouds.registry import CLOUDS, info
+
+    return info(provider).product_word if provider in CLOUDS else "machine"
+
+
+def provider_title(provider: str) -> str:
+    from advisor.clouds.registry import CLOUDS, info
+
+    return info(provider).title if provider in CLOUDS else provider
 
 
 class Fact(BaseModel):
@@ -91,7 +99,7 @@ class _Builder:
                  probe: Topology | None) -> None:
         self.cat, self.inst, self.probe = cat, inst, probe
         self.region = region or inst.price.region
-        self.word = PRODUCT_WORD.get(inst.provider, "machine")
+        self.word = product_word(inst.provider)
         self.cpu = cat.cpus.get(inst.cpu.model) if inst.cpu.model else None
         self.vendor = self.cpu.vendor if self.cpu else None
         if self.vendor is None and inst.cpu.codename:
@@ -326,7 +334,7 @@ def ticket(inst: InstanceType, catalog: Catalog, *, region: str | None = None,
                  for i, (t, text, why, ev, cmds) in enumerate(ordered, 1)]
     gpu = catalog.gpus.get(inst.gpu.model)
     where = f" in {b.region}" if b.region else ""
-    provider = PROVIDER_NAME.get(inst.provider, inst.provider)
+    provider = provider_title(inst.provider)
     subject = (f"NUMA topology of {b.word} {inst.name}{where}: {len(questions)} question(s) "
                "for LLM serving with vLLM" if questions else
                f"NUMA topology of {b.word} {inst.name}{where}: confirming the documented "
@@ -355,7 +363,7 @@ def ticket(inst: InstanceType, catalog: Catalog, *, region: str | None = None,
 def _templates() -> Any:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    from advisor.render import templates_dir
+    from advisor.render.cloudinit import templates_dir
 
     env = Environment(loader=FileSystemLoader(str(templates_dir())), undefined=StrictUndefined,
                       autoescape=False, trim_blocks=True, lstrip_blocks=True,
@@ -409,7 +417,7 @@ def load_probe(source: str | Path | dict[str, Any] | Topology) -> Topology:
 
 def workload_sentence(model: str, ctx: int, inst: InstanceType, catalog: Catalog) -> str:
     """The model, context and the layout advisor plans for it on ``inst``."""
-    from advisor.fitting import recommend
+    from advisor.api import recommend
 
     recs, rejected = recommend(model, ctx, catalog=catalog, providers=[inst.provider],
                                with_rejected=True)
@@ -417,7 +425,7 @@ def workload_sentence(model: str, ctx: int, inst: InstanceType, catalog: Catalog
     if not mine:
         why = next((r.reason for r in rejected if r.instance == inst.name), "not ranked")
         return f"{model} at a context of {ctx} tokens; advisor finds no layout on this " \
-               f"{PRODUCT_WORD.get(inst.provider, 'machine')}: {why}."
+               f"{product_word(inst.provider)}: {why}."
     p = mine[0].plan
     groups = " and ".join(f"{r.gpus[0]}-{r.gpus[-1]}" if len(r.gpus) > 1 else str(r.gpus[0])
                           for r in p.replica_layout)

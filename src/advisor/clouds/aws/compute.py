@@ -24,14 +24,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from advisor.errors import UserInputError
-from advisor.providers.base import (
+from advisor.clouds.aws.secrets import ssm_parameter
+from advisor.clouds.base import (
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
     QuotaStatus,
-    quota_status,
 )
+from advisor.errors import UserInputError
 from advisor.state import InstanceRow, ResourceRow
 
 #: the DLAMI's public parameter (AWS DLAMI release notes list it per AMI flavour)
@@ -40,9 +40,6 @@ DLAMI_PARAMETER = ("/aws/service/deeplearning/ami/x86_64/"
 #: name patterns of Amazon-owned GPU images, best first, for when the parameter is unreadable
 DLAMI_NAMES = ["Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*",
                "Deep Learning*Ubuntu*"]
-
-#: Service Quotas codes (vCPUs) of the EC2 buckets GPU instances fall in: (on-demand, spot)
-QUOTA_CODES = {"p": ("L-417A185B", "L-7212CCBC"), "g": ("L-DB2E81BA", "L-3819A6DF")}
 
 CAPACITY = {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
             "InsufficientCapacityOnHost", "InsufficientReservedInstanceCapacity", "Unsupported",
@@ -97,13 +94,6 @@ def ingress(spec: LaunchSpec, sg_id: str | None = None) -> list[dict[str, Any]]:
                           "Ipv6Ranges": [{"CidrIpv6": c, "Description": f"advisor {what}"}
                                          for c in cidrs if ":" in c]})
     return perms
-
-
-def ssm_parameter(api_key_ref: str) -> str | None:
-    if not api_key_ref.startswith("aws-ssm:"):
-        return None
-    name = api_key_ref.removeprefix("aws-ssm:")
-    return name if name.startswith("/") else "/" + name
 
 
 def role_policy(spec: LaunchSpec, account: str) -> dict[str, Any]:
@@ -273,20 +263,9 @@ class AwsProvider:
         return sorted({o["Location"] for o in r.get("InstanceTypeOfferings", [])})
 
     def check_quota(self, spec: LaunchSpec) -> QuotaStatus:
-        codes = QUOTA_CODES.get(spec.instance_type[:1])
-        if codes is None:
-            return QuotaStatus(checked=False, detail="no GPU quota bucket known for this family")
-        code = codes[1 if spec.spot else 0]
-        try:
-            sq = self._client("service-quotas", spec.region)
-            limit = float(sq.get_service_quota(ServiceCode="ec2", QuotaCode=code)
-                          ["Quota"]["Value"])
-        except Exception as exc:  # no permission, no endpoint: launching will tell
-            return QuotaStatus(checked=False, detail=f"quota {code} not readable: "
-                               f"{' '.join(str(exc).split())[:200]}")
-        used = self._vcpus_in_use(spec, spec.instance_type[:1])
-        return quota_status(code, spec.region, limit, used, spec.vcpus, "vCPUs",
-                            spec.instance_type)
+        from advisor.clouds.aws.quota import check_quota
+
+        return check_quota(self, spec)
 
     def _vcpus_in_use(self, spec: LaunchSpec, letter: str) -> float:
         ec2 = self._client("ec2", spec.region)
@@ -513,7 +492,9 @@ class AwsProvider:
     def catalog_facts(self, regions: list[str], doc: dict[str, Any]) -> list[Any]:
         """What the EC2 and Price List APIs state about every GPU instance type offered in
         ``regions`` (for ``advisor catalog refresh``)."""
-        return _catalog_facts(self, regions, doc)
+        from advisor.clouds.aws.refresh import catalog_facts
+
+        return catalog_facts(self, regions, doc)
 
     def _remove_profile(self, deployment: str, region: str) -> list[str]:
         iam = self._client("iam", region)
@@ -532,100 +513,3 @@ class AwsProvider:
                 if getattr(self.classify(exc), "code", "") != "NoSuchEntity":
                     raise self.classify(exc) from exc
         return [f"iam:{name}"]
-
-
-# -- catalog refresh ---------------------------------------------------------------------------
-PRICING_REGION = "us-east-1"  # the Price List API's endpoint region
-SRC_TYPES = "AWS EC2 DescribeInstanceTypes (GpuInfo, VCpuInfo, MemoryInfo, NetworkInfo)"
-SRC_OFFERINGS = "AWS EC2 DescribeInstanceTypeOfferings (LocationType=region)"
-SRC_PRICE = ("AWS Price List API GetProducts (AmazonEC2, Linux, Shared tenancy, no pre-installed "
-             "software, OnDemand) and EC2 DescribeSpotPriceHistory (Linux/UNIX, lowest zone)")
-
-
-def _gbps(perf: str | None) -> float | None:
-    import re
-
-    m = re.match(r"^(?:(\d+)x )?(\d+) Gigabit$", perf or "")
-    return float(int(m.group(1) or 1) * int(m.group(2))) if m else None
-
-
-def _on_demand_usd(price_list: list[str]) -> float | None:
-    for item in price_list:
-        doc = json.loads(item)
-        for term in (doc.get("terms") or {}).get("OnDemand", {}).values():
-            for dim in term.get("priceDimensions", {}).values():
-                usd = dim.get("pricePerUnit", {}).get("USD")
-                if usd is not None and float(usd) > 0:
-                    return float(usd)
-    return None
-
-
-def _catalog_facts(self: AwsProvider, regions: list[str], doc: dict[str, Any]) -> list[Any]:
-    import datetime as dt
-
-    from advisor.refresh import ApiFacts, ApiPrice
-
-    home = regions[0]
-    ec2 = self._client("ec2", home)
-    types: list[dict[str, Any]] = []
-    for page in ec2.get_paginator("describe_instance_types").paginate(
-            Filters=[{"Name": "instance-type", "Values": ["p*", "g*"]}]):
-        types += [t for t in page["InstanceTypes"] if (t.get("GpuInfo") or {}).get("Gpus")]
-    names = sorted(t["InstanceType"] for t in types)
-    offered: dict[str, list[str]] = {n: [] for n in names}
-    for region in regions:
-        client = self._client("ec2", region)
-        for i in range(0, len(names), 100):
-            r = self._call(client, "describe_instance_type_offerings", LocationType="region",
-                           Filters=[{"Name": "instance-type", "Values": names[i:i + 100]}])
-            for o in r.get("InstanceTypeOfferings", []):
-                offered.setdefault(o["InstanceType"], []).append(region)
-    current = {e.get("name"): e for e in doc.get("instances", [])}
-    pricing = self._client("pricing", PRICING_REGION)
-    self.notes = []
-    priced = True
-    out = []
-    for t in types:
-        name = t["InstanceType"]
-        gpus = t["GpuInfo"]["Gpus"][0]
-        where = offered.get(name) or []
-        if not where:
-            continue  # not offered in any region asked about
-        old_region = ((current.get(name) or {}).get("price") or {}).get("region")
-        region = old_region if old_region in where else where[0]
-        on_demand = None
-        if priced:
-            try:
-                r = self._call(pricing, "get_products", ServiceCode="AmazonEC2", Filters=[
-                    {"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
-                        ("instanceType", name), ("regionCode", region),
-                        ("operatingSystem", "Linux"), ("tenancy", "Shared"),
-                        ("preInstalledSw", "NA"), ("capacitystatus", "Used"))])
-                on_demand = _on_demand_usd(r.get("PriceList", []))
-            except CloudError as err:
-                if err.scope == "provider":
-                    raise
-                priced = False  # one refusal is enough: the Price List API is not reachable
-                self.notes.append(f"prices: the Price List API answered {err.code} "
-                                  f"({err.detail[:120]}); prices are kept as they were")
-        spot_hist = self._call(self._client("ec2", region), "describe_spot_price_history",
-                               InstanceTypes=[name], ProductDescriptions=["Linux/UNIX"],
-                               StartTime=dt.datetime.now(dt.UTC))
-        spots = [float(s["SpotPrice"]) for s in spot_hist.get("SpotPriceHistory", [])]
-        net = t.get("NetworkInfo") or {}
-        cpu = t.get("ProcessorInfo") or {}
-        out.append(ApiFacts(
-            name=name, vcpus=t["VCpuInfo"]["DefaultVCpus"],
-            memory_gib=round(t["MemoryInfo"]["SizeInMiB"] / 1024, 2),
-            gpu_key=f"{gpus['Name']}/{gpus['MemoryInfo']['SizeInMiB']}",
-            gpu_count=gpus["Count"], regions=sorted(where),
-            price=ApiPrice(region=region, on_demand_usd_per_hour=on_demand,
-                           spot_usd_per_hour=min(spots) if spots else None, source=SRC_PRICE),
-            network_gbps=_gbps(net.get("NetworkPerformance")),
-            fabric={"kind": "efa" if net.get("EfaSupported") else "ethernet",
-                    **({"gbps": g} if (g := _gbps(net.get("NetworkPerformance"))) else {})},
-            cpu_vendor=cpu.get("Manufacturer"),
-            threads_per_core=(t.get("VCpuInfo") or {}).get("DefaultThreadsPerCore"),
-            sources={"default": SRC_TYPES, "regions": SRC_OFFERINGS}))
-    return out
-

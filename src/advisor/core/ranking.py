@@ -17,14 +17,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.catalog.model import Catalog
+from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import Gpu, InstanceType
-from advisor.engine import EngineProfile
+from advisor.core.engine import EngineProfile
+from advisor.core.layouts import Plan, layouts, place_multi, tp_sizes
+from advisor.core.model import ModelSpec
+from advisor.core.perf import PerfEstimate, Workload, estimate
+from advisor.core.sizing import FitRequest, MemoryFit, fit
 from advisor.errors import UserInputError
-from advisor.llm import ModelSpec
-from advisor.perf import PerfEstimate, Workload, estimate
-from advisor.plan import Plan, layouts, place_multi, tp_sizes
-from advisor.sizing import FitRequest, MemoryFit, fit
 
 Objective = Literal["cost", "latency", "throughput"]
 NUMA_PENALTY = {"aligned": 0.0, "unknown": 0.05, "spans-nodes": 0.10}
@@ -32,7 +32,7 @@ OLD_CPU_CODENAMES = {"cascade lake", "rome", "skylake"}
 
 
 class Constraints(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     providers: list[str] = Field(default_factory=list)
     regions: list[str] = Field(default_factory=list)
     gpus: list[str] = Field(default_factory=list)
@@ -45,7 +45,7 @@ class Constraints(BaseModel):
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     ctx: int = Field(gt=0)
     input_len: int = Field(gt=0)
     output_len: int = Field(gt=0)

@@ -3,7 +3,7 @@
 Per GPU: weights under TP and PP, the profiling run's peak activation, non-torch memory, CUDA
 graphs (charged to the KV budget only where the release does), what is left for the KV cache,
 that memory in whole blocks, and how many ``max_model_len`` requests it holds at once. The
-accounting rules and where they come from are in :mod:`advisor.engine`.
+accounting rules and where they come from are in :mod:`advisor.core.engine`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.engine import GIB, EngineProfile
+from advisor.core.engine import GIB, EngineProfile
+from advisor.core.model import DTYPE_BYTES, ModelSpec
 from advisor.errors import UserInputError
-from advisor.llm import DTYPE_BYTES, ModelSpec
 
 Dtype = Literal["auto", "bfloat16", "float16", "float32"]
 KvDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 
 class FitRequest(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     gpu_memory_gib: float = Field(gt=0)
     gpu_name: str = ""
     tp: int = Field(default=1, ge=1)

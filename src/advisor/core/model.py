@@ -12,10 +12,7 @@ experts, shared experts), two norms; plus embeddings, the final norm and an unti
 from __future__ import annotations
 
 import functools
-import json
 import math
-import os
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -320,43 +317,3 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         quantization=_quantization(cfg, quantization),
         attention_sinks=model_type == "gpt_oss",
     )
-
-
-# -- reading configs (the shell around the pure core) -------------------------------------
-def _hf_cache_dirs() -> list[Path]:
-    env = os.environ
-    if env.get("HF_HUB_CACHE"):
-        return [Path(env["HF_HUB_CACHE"])]
-    home = Path(env.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
-    return [home / "hub"]
-
-
-def find_in_hf_cache(repo_id: str) -> Path | None:
-    """``config.json`` of ``owner/name`` in the local Hugging Face cache, newest snapshot."""
-    folder = "models--" + repo_id.replace("/", "--")
-    for root in _hf_cache_dirs():
-        snaps = root / folder / "snapshots"
-        if snaps.is_dir():
-            hits = sorted(snaps.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
-            if hits:
-                return hits[-1]
-    return None
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    if path.is_dir():
-        path = path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ModelConfigError(f"{path}: no such file",
-                               hint="give a catalog alias or the path of a config.json") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelConfigError(f"{path}: cannot read: {exc}") from exc
-    except ValueError as exc:
-        raise ModelConfigError(f"{path}: not valid JSON: {exc}",
-                               hint="config.json must be the JSON file a Hugging Face repo ships"
-                               ) from exc
-    if not isinstance(data, dict):
-        raise ModelConfigError(f"{path}: not a JSON object")
-    return data

@@ -14,9 +14,9 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.schema import Gpu
+from advisor.core.model import DTYPE_BYTES, ModelSpec
+from advisor.core.sizing import MemoryFit
 from advisor.errors import UserInputError
-from advisor.llm import DTYPE_BYTES, ModelSpec
-from advisor.sizing import MemoryFit
 
 # Efficiency factors and overheads; see benchmarks/perf/measurements.yaml for the fit.
 #: achieved / datasheet HBM bandwidth in a decode step
@@ -38,7 +38,7 @@ CALIBRATION = {"memory_efficiency": MEMORY_EFFICIENCY, "compute_efficiency": COM
 
 
 class Workload(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     input_len: int = Field(gt=0)
     output_len: int = Field(gt=0)
     concurrency: int = Field(default=1, gt=0)

@@ -14,9 +14,9 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
+from advisor.core.layouts import Plan
+from advisor.core.ranking import Recommendation
 from advisor.errors import UserInputError
-from advisor.plan import Plan
-from advisor.ranking import Recommendation
 
 HOURS_PER_MONTH = 730
 

@@ -22,14 +22,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from advisor.errors import UserInputError
-from advisor.providers.base import (
+from advisor.clouds.base import (
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
     QuotaStatus,
-    quota_status,
 )
+from advisor.errors import UserInputError
 from advisor.state import InstanceRow, ResourceRow
 
 #: Canonical's GPU image family on GCP (NVIDIA driver preinstalled; runs cloud-init)
@@ -40,13 +39,12 @@ BUNDLED = ("a2-", "a3-", "a4-", "a4x-", "g2-", "g4-")
 #: GPU accelerator type names for the families that attach GPUs explicitly (N1)
 ACCELERATOR_TYPES = {"T4": "nvidia-tesla-t4", "L4": "nvidia-l4", "V100": "nvidia-tesla-v100",
                      "P100": "nvidia-tesla-p100", "A100-40GB-SXM": "nvidia-tesla-a100"}
-#: regional quota metric per GPU (compute_v1.Quota.Metric); spot uses PREEMPTIBLE_<metric>
-QUOTA_METRICS = {"A100-40GB-SXM": "NVIDIA_A100_GPUS", "A100-80GB-SXM": "NVIDIA_A100_80GB_GPUS",
-                 "H100-SXM": "NVIDIA_H100_GPUS", "L4": "NVIDIA_L4_GPUS", "T4": "NVIDIA_T4_GPUS"}
 CAPACITY = {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
             "RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "RESOURCE_NOT_FOUND_IN_ZONE"}
 QUOTA = {"QUOTA_EXCEEDED", "QUOTAEXCEEDED", "QUOTA_LIMIT_EXCEEDED", "REGION_QUOTA_EXCEEDED"}
 GONE = {"DELETED"}
+#: the Cloud Billing Catalog API (catalog refresh reads prices there)
+BILLING_URL = "https://cloudbilling.googleapis.com"
 
 
 def _compute() -> Any:
@@ -258,23 +256,9 @@ class GcpProvider:
         return sorted(out)
 
     def check_quota(self, spec: LaunchSpec) -> QuotaStatus:
-        metric = QUOTA_METRICS.get(spec.gpu_model)
-        if metric is None:
-            return QuotaStatus(checked=False, detail=f"no regional quota metric known for "
-                               f"{spec.gpu_model}")
-        if spec.spot:
-            metric = "PREEMPTIBLE_" + metric
-        try:
-            region = self._client("RegionsClient").get(project=self.project, region=spec.region)
-        except Exception as exc:
-            return QuotaStatus(checked=False, detail=f"quota not readable: "
-                               f"{' '.join(str(exc).split())[:200]}")
-        for q in region.quotas:
-            name = q.metric if isinstance(q.metric, str) else getattr(q.metric, "name", "")
-            if name == metric:
-                return quota_status(metric, spec.region, q.limit, q.usage, spec.gpu_count,
-                                    "GPUs", spec.instance_type)
-        return QuotaStatus(checked=False, detail=f"{metric} not listed for {spec.region}")
+        from advisor.clouds.gcp.quota import check_quota
+
+        return check_quota(self, spec)
 
     def find(self, deployment: str, region: str) -> list[InstanceRow]:
         compute = _compute()
@@ -340,7 +324,9 @@ class GcpProvider:
     def catalog_facts(self, regions: list[str], doc: dict[str, Any]) -> list[Any]:
         """What the machine-type and Cloud Billing Catalog APIs state about every GPU machine
         type offered in ``regions`` (for ``advisor catalog refresh``)."""
-        return _catalog_facts(self, regions, doc)
+        from advisor.clouds.gcp.refresh import catalog_facts
+
+        return catalog_facts(self, regions, doc)
 
     def terminate(self, deployment: str, region: str) -> list[str]:
         removed = []
@@ -359,139 +345,3 @@ class GcpProvider:
             self._wait(self._do(fw.delete, project=self.project, firewall=rule.name))
             removed.append(f"firewall:{rule.name}")
         return removed
-
-
-# -- catalog refresh ---------------------------------------------------------------------------
-#: Compute Engine's service in the Cloud Billing Catalog API
-BILLING_SERVICE = "services/6F81-5844-456A"
-BILLING_URL = "https://cloudbilling.googleapis.com"
-#: machine families with GPUs attached to the machine type
-GPU_FAMILIES = "(a2|a3|a4|a4x|g2|g4)-.*"
-#: accelerator type -> the start of its GPU SKU's description in the billing catalog
-GPU_SKU = {"nvidia-l4": "Nvidia L4 GPU", "nvidia-tesla-a100": "Nvidia Tesla A100 GPU",
-           "nvidia-a100-80gb": "Nvidia A100 80GB GPU", "nvidia-h100-80gb": "Nvidia H100 80GB GPU",
-           "nvidia-h100-mega-80gb": "Nvidia H100 80GB Mega GPU",
-           "nvidia-h200-141gb": "Nvidia H200 141GB GPU", "nvidia-b200": "Nvidia B200 GPU"}
-SRC_MACHINES = ("GCP Compute Engine machineTypes.aggregatedList (guestCpus, memoryMb, "
-                "accelerators, zones)")
-SRC_BILLING = ("GCP Cloud Billing Catalog API, Compute Engine SKUs: vCPUs x '<FAMILY> Instance "
-               "Core' + GiB x '<FAMILY> Instance Ram' + GPUs x the GPU SKU, OnDemand and "
-               "Preemptible (spot), by serviceRegions")
-
-
-def _usd(sku: dict[str, Any]) -> float | None:
-    for info in sku.get("pricingInfo", []):
-        rates = (info.get("pricingExpression") or {}).get("tieredRates") or []
-        for rate in reversed(rates):  # the last tier is the price past any free tier
-            unit = rate.get("unitPrice") or {}
-            value = int(unit.get("units") or 0) + int(unit.get("nanos") or 0) / 1e9
-            if value > 0:
-                return value
-    return None
-
-
-def _component(skus: list[dict[str, Any]], prefix: str, region: str, usage: str
-               ) -> float | None:
-    for s in skus:
-        cat = s.get("category") or {}
-        if (str(s.get("description", "")).startswith(prefix)
-                and region in (s.get("serviceRegions") or [])
-                and cat.get("usageType") == usage):
-            return _usd(s)
-    return None
-
-
-def machine_price(skus: list[dict[str, Any]], machine: str, vcpus: int, mem_gib: float,
-                  accel: str | None, gpus: int, region: str, usage: str) -> float | None:
-    """The machine's $/h in ``region`` from core, RAM and GPU SKUs; None unless all are found
-    (a partial sum would be a wrong price)."""
-    family = machine.split("-")[0].upper()
-    spot = "Spot Preemptible " if usage == "Preemptible" else ""  # spot SKUs' descriptions
-    core = _component(skus, f"{spot}{family} Instance Core running in", region, usage)
-    ram = _component(skus, f"{spot}{family} Instance Ram running in", region, usage)
-    if core is None or ram is None:
-        return None
-    total = vcpus * core + mem_gib * ram
-    if gpus:
-        gpu = _component(skus, f"{spot}{GPU_SKU.get(accel or '', '?')} running in", region,
-                         usage)
-        if gpu is None:
-            return None
-        total += gpus * gpu
-    return round(total, 4)
-
-
-def _billing_skus(self: GcpProvider) -> list[dict[str, Any]]:
-    from google.auth.transport.requests import AuthorizedSession
-
-    if self._credentials is None:
-        self.project  # noqa: B018 - resolves the default credentials
-    session = AuthorizedSession(self._credentials)
-    base = self.billing_url.rstrip("/")
-    out: list[dict[str, Any]] = []
-    token = ""
-    for _ in range(200):  # the catalog is paged; bounded
-        params = {"currencyCode": "USD", "pageSize": "5000"}
-        if token:
-            params["pageToken"] = token
-        r = session.get(f"{base}/v1/{BILLING_SERVICE}/skus", params=params, timeout=60)
-        if r.status_code != 200:
-            raise CloudError("gcp", f"HTTP{r.status_code}", r.text[:200], "region", kind="error")
-        doc = r.json()
-        out += doc.get("skus", [])
-        token = doc.get("nextPageToken") or ""
-        if not token:
-            break
-    return out
-
-
-def _catalog_facts(self: GcpProvider, regions: list[str], doc: dict[str, Any]) -> list[Any]:
-    from advisor.refresh import ApiFacts, ApiPrice
-
-    compute = _compute()
-    req = compute.AggregatedListMachineTypesRequest(project=self.project,
-                                                    filter=f'name eq "{GPU_FAMILIES}"')
-    found: dict[str, dict[str, Any]] = {}
-    for scope, listed in self._do(self._client("MachineTypesClient").aggregated_list,
-                                  request=req):
-        zone = scope.split("/")[-1]
-        region = zone.rsplit("-", 1)[0]
-        if region not in regions:
-            continue
-        for mt in listed.machine_types:
-            accels = list(mt.accelerators)
-            if not accels:
-                continue
-            f = found.setdefault(mt.name, {"mt": mt, "regions": set()})
-            f["regions"].add(region)
-    self.notes = []
-    try:
-        skus = _billing_skus(self)
-    except CloudError as err:
-        if err.scope == "provider":
-            raise
-        skus = []
-        self.notes.append(f"prices: the Cloud Billing Catalog answered {err.code}; the "
-                          "catalog's prices are kept")
-    current = {e.get("name"): e for e in doc.get("instances", [])}
-    out = []
-    for name, f in sorted(found.items()):
-        mt = f["mt"]
-        acc = mt.accelerators[0]
-        key, count = str(acc.guest_accelerator_type), int(acc.guest_accelerator_count)
-        mem = round(mt.memory_mb / 1024, 2)
-        old = ((current.get(name) or {}).get("price") or {}).get("region")
-        where = str(old) if old in f["regions"] else sorted(f["regions"])[0]
-        on_demand = machine_price(skus, name, mt.guest_cpus, mem, key, count, where,
-                                  "OnDemand") if skus else None
-        spot = machine_price(skus, name, mt.guest_cpus, mem, key, count, where,
-                             "Preemptible") if skus else None
-        if skus and on_demand is None:
-            self.notes.append(f"{name}: no complete set of core, RAM and GPU SKUs in {where}")
-        out.append(ApiFacts(
-            name=name, vcpus=mt.guest_cpus, memory_gib=mem, gpu_key=key, gpu_count=count,
-            regions=sorted(f["regions"]),
-            price=ApiPrice(region=where, on_demand_usd_per_hour=on_demand,
-                           spot_usd_per_hour=spot, source=SRC_BILLING),
-            sources={"default": SRC_MACHINES}))
-    return out

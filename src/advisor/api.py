@@ -1,0 +1,397 @@
+"""The SDK: every function advisor offers to scripts, and the one boundary where input is checked.
+
+Each public function takes typed keyword arguments (the model, and for :func:`fit` and
+:func:`estimate` the GPU, may also be given by position), rejects unknown ones (``TypeError``),
+and returns typed models. Every validation failure — ours or pydantic's, a NaN, an infinity, a
+port out of range — leaves as :class:`~advisor.errors.UserInputError` with a hint, so the CLI
+and scripts share one set of checks. The functions here are thin: the work is in
+:mod:`advisor.core` (pure), :mod:`advisor.render` and :mod:`advisor.provisioning`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from advisor.catalog import Catalog
+from advisor.catalog import load as load_catalog
+from advisor.core.engine import DEFAULT_VLLM_VERSION, profile
+from advisor.errors import NotFoundError, UserInputError
+
+if TYPE_CHECKING:
+    from advisor.catalog.schema import InstanceType
+    from advisor.core.fleets import FleetMiss, FleetOption
+    from advisor.core.layouts import Plan
+    from advisor.core.model import ModelSpec
+    from advisor.core.perf import PerfEstimate
+    from advisor.core.ranking import Recommendation, Rejection
+    from advisor.core.sizing import MemoryFit
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(x) for x in loc if not isinstance(x, int)]
+    return "-".join(parts).replace("_", "-") or "value"
+
+
+def input_error(exc: ValidationError) -> UserInputError:
+    """One line from pydantic's report: the first bad field, what it got, what it needs."""
+    err = exc.errors(include_url=False)[0]
+    got = err.get("input")
+    shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
+    msg = str(err.get("msg", "invalid")).replace("Input should be", "must be")
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return UserInputError(f"{_field(tuple(err.get('loc', ())))} {shown[:80]}: {msg}{more}",
+                          hint="see the command's --help (or the function's docstring) for "
+                          "the allowed values")
+
+
+def boundary(func: Callable[P, R]) -> Callable[P, R]:
+    """Turns every pydantic ValidationError raised inside ``func`` into a UserInputError."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except ValidationError as exc:
+            raise input_error(exc) from exc
+
+    return wrapper
+
+
+def finite(name: str, value: float | None, *, low: float | None = 0.0,
+           high: float | None = None, strict_low: bool = True) -> None:
+    """A number a user gave: finite and in its range, else UserInputError."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise UserInputError(f"{name} must be a finite number, not {value!r}")
+    if low is not None and (value <= low if strict_low else value < low):
+        raise UserInputError(f"{name} must be {'above' if strict_low else 'at least'} "
+                             f"{low:g}, not {value:g}")
+    if high is not None and value > high:
+        raise UserInputError(f"{name} must be at most {high:g}, not {value:g}")
+
+
+class RenderResult(BaseModel):
+    """What :func:`render_files` laid out: the instance, its layout and the files by name."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    instance: Any
+    plan: Any
+    files: dict[str, str]
+
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: the longest model reference looked at (HF repo ids are at most 96 characters; paths 4096)
+MAX_REF = 4096
+
+
+@boundary
+def model_config(ref: str, *, catalog: Catalog | None = None) -> tuple[str, dict[str, Any]]:
+    """(name, config.json) for a catalog alias or HF repo id, a path, or a cached repo id."""
+    from advisor.hfconfig import find_in_hf_cache, read_config_file
+
+    if not isinstance(ref, str) or not ref or len(ref) > MAX_REF or "\0" in ref:
+        raise UserInputError(f"model {str(ref)[:60]!r}... is not a model reference"
+                             if isinstance(ref, str) and len(ref) > 60 else
+                             f"model {ref!r} is not a model reference",
+                             hint="give a catalog alias, a repo id or a config.json path")
+    cat = catalog or load_catalog()
+    if ref in cat.models or any(m.hf_id.lower() == ref.lower() for m in cat.models.values()):
+        entry = cat.model(ref)
+        return entry.alias, cat.model_configs[entry.alias]
+    path = Path(ref).expanduser()
+    if ref.endswith(".json") or path.exists() or "/" in ref and not _REPO_ID.match(ref):
+        return path.stem if path.is_file() else path.name, read_config_file(path)
+    if _REPO_ID.match(ref):
+        cached = find_in_hf_cache(ref)
+        if cached is not None:
+            return ref, read_config_file(cached)
+    raise NotFoundError("model", ref, cat.models,
+                        hint="give a catalog alias ('advisor models list'), a path to a "
+                        "config.json, or a repo id in the local Hugging Face cache")
+
+
+@boundary
+def model_spec(ref: str, *, catalog: Catalog | None = None,
+               quantization: str | None = None) -> ModelSpec:
+    """The :class:`~advisor.core.model.ModelSpec` (layers, heads, parameters) of a model."""
+    from advisor.core.model import spec_from_config
+
+    name, cfg = model_config(ref, catalog=catalog)
+    return spec_from_config(cfg, name, quantization=quantization)
+
+
+def gpu_memory_gib(catalog: Catalog, gpu: str,
+                   override: float | None = None) -> tuple[str, float, str]:
+    """(GPU id, total memory vLLM sees in GiB, where that number comes from)."""
+    g = catalog.gpu(gpu)
+    if override is not None:
+        finite("gpu-memory-gib", override, high=4096)
+        return g.id, override, "--gpu-memory-gib"
+    if g.usable_memory_mib:
+        return g.id, g.usable_memory_mib / 1024, "driver-reported total (gpus.yaml)"
+    return g.id, g.memory_gib, "marketed size; the driver reports a little less"
+
+
+@boundary
+def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | None = None,
+        gpu_memory_utilization: float | None = None, dtype: str = "auto",
+        kv_cache_dtype: str = "auto", max_num_batched_tokens: int | None = None,
+        max_num_seqs: int | None = None, entrypoint: str = "server",
+        enforce_eager: bool = False, catalog: Catalog | None = None,
+        gpu_memory_gib_override: float | None = None, quantization: str | None = None,
+        vllm_version: str | None = None) -> tuple[MemoryFit, ModelSpec, str]:
+    """Fit ``model`` on ``gpu``: (:class:`~advisor.core.sizing.MemoryFit`, the model's spec,
+    where the GPU's memory figure comes from). The keywords are vLLM's engine arguments."""
+    from advisor.core.sizing import FitRequest
+    from advisor.core.sizing import fit as _fit
+
+    cat = catalog or load_catalog()
+    spec = model_spec(model, catalog=cat, quantization=quantization)
+    gid, mem, mem_source = gpu_memory_gib(cat, gpu, gpu_memory_gib_override)
+    req = FitRequest(gpu_memory_gib=mem, gpu_name=cat.gpus[gid].name, tp=tp, pp=pp,
+                     max_model_len=max_model_len,
+                     gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
+                     kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
+                     max_num_seqs=max_num_seqs, entrypoint=entrypoint,
+                     enforce_eager=enforce_eager)
+    return _fit(spec, req, profile(vllm_version)), spec, mem_source
+
+
+@boundary
+def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurrency: int = 1,
+             tp: int = 1, pp: int = 1, max_model_len: int | None = None,
+             catalog: Catalog | None = None, gpu_memory_gib_override: float | None = None,
+             vllm_version: str | None = None, kv_cache_dtype: str = "auto",
+             quantization: str | None = None) -> tuple[PerfEstimate, MemoryFit]:
+    """TTFT, TPOT and throughput of ``model`` on ``gpu`` (one replica of TP x PP GPUs)."""
+    from advisor.core.perf import Workload
+    from advisor.core.perf import estimate as _estimate
+
+    work = Workload(input_len=input_len, output_len=output_len, concurrency=concurrency)
+    cat = catalog or load_catalog()
+    result, spec, _ = fit(model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib_override,
+                          quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
+                          max_model_len=max_model_len or input_len + output_len,
+                          kv_cache_dtype=kv_cache_dtype)
+    if not result.fits:
+        raise UserInputError(f"{spec.name} does not fit on {tp * pp} x {gpu}: "
+                             f"{result.notes[0] if result.notes else ''}",
+                             hint="try more --tp, a shorter context or a bigger GPU "
+                             "('advisor fit' shows the numbers)")
+    g = cat.gpus[cat.gpu(gpu).id]
+    return _estimate(spec, g, result, work), result
+
+
+def default_lengths(ctx: int, input_len: int | None, output_len: int | None) -> tuple[int, int]:
+    """A chat-like workload inside the context: 1024 in, 256 out, scaled down for short ctx."""
+    i = input_len or max(1, min(1024, ctx // 2))
+    o = output_len or max(1, min(256, ctx - i))
+    return i, o
+
+
+@overload
+def recommend(model: str, ctx: int, *, input_len: int | None = ...,
+              output_len: int | None = ..., concurrency: int | None = ...,
+              objective: str = ..., providers: list[str] | None = ...,
+              regions: list[str] | None = ..., gpus: list[str] | None = ...,
+              max_usd_per_hour: float | None = ..., max_tpot_ms: float | None = ...,
+              max_ttft_ms: float | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+              vllm_version: str | None = ..., catalog: Catalog | None = ...,
+              top: int | None = ..., with_rejected: Literal[False] = ...,
+              max_nodes: int = ...) -> list[Recommendation]: ...
+
+
+@overload
+def recommend(model: str, ctx: int, *, input_len: int | None = ...,
+              output_len: int | None = ..., concurrency: int | None = ...,
+              objective: str = ..., providers: list[str] | None = ...,
+              regions: list[str] | None = ..., gpus: list[str] | None = ...,
+              max_usd_per_hour: float | None = ..., max_tpot_ms: float | None = ...,
+              max_ttft_ms: float | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+              vllm_version: str | None = ..., catalog: Catalog | None = ...,
+              top: int | None = ..., with_rejected: Literal[True],
+              max_nodes: int = ...) -> tuple[list[Recommendation], list[Rejection]]: ...
+
+
+@boundary
+def recommend(model: str, ctx: int, *, input_len: int | None = None,
+              output_len: int | None = None, concurrency: int | None = None,
+              objective: str = "cost", providers: list[str] | None = None,
+              regions: list[str] | None = None, gpus: list[str] | None = None,
+              max_usd_per_hour: float | None = None, max_tpot_ms: float | None = None,
+              max_ttft_ms: float | None = None, spot: bool = False,
+              kv_cache_dtype: str = "auto", vllm_version: str | None = None,
+              catalog: Catalog | None = None, top: int | None = None,
+              with_rejected: bool = False, max_nodes: int = 4
+              ) -> list[Recommendation] | tuple[list[Recommendation], list[Rejection]]:
+    """Ranked :class:`~advisor.core.ranking.Recommendation` objects (best first).
+
+    With ``with_rejected`` returns ``(recommendations, rejections)``. Raises UserInputError when
+    nothing can serve the request, naming the closest misses and the constraints that excluded
+    the rest.
+    """
+    from advisor.core.ranking import Constraints, Request, explain_empty, rank
+
+    if top is not None and top <= 0:
+        raise UserInputError(f"top must be positive, not {top}")
+    cat = catalog or load_catalog()
+    spec = model_spec(model, catalog=cat)
+    i, o = default_lengths(ctx, input_len, output_len) if ctx > 0 else (1, 1)
+    req = Request(ctx=ctx, input_len=i, output_len=o, concurrency=concurrency,
+                  objective=objective, kv_cache_dtype=kv_cache_dtype)
+    cons = Constraints(providers=providers or [], regions=regions or [], gpus=gpus or [],
+                       max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms,
+                       max_ttft_ms=max_ttft_ms, spot=spot, max_nodes=max_nodes)
+    unknown = [p for p in cons.providers if p not in cat.providers()]
+    if unknown:
+        raise NotFoundError("provider", unknown[0], cat.providers())
+    recs, rejected = rank(cat, spec, req, cons, profile(vllm_version))
+    if not recs and not with_rejected:
+        raise explain_empty(rejected)
+    recs = recs[:top] if top else recs
+    return (recs, rejected) if with_rejected else recs
+
+
+@overload
+def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
+          output_len: int | None = ..., max_instances: int = ...,
+          max_tpot_ms: float | None = ..., max_ttft_ms: float | None = ...,
+          providers: list[str] | None = ..., regions: list[str] | None = ...,
+          gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+          vllm_version: str | None = ..., catalog: Catalog | None = ...,
+          with_misses: Literal[False] = ..., max_nodes: int = ...) -> list[FleetOption]: ...
+
+
+@overload
+def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
+          output_len: int | None = ..., max_instances: int = ...,
+          max_tpot_ms: float | None = ..., max_ttft_ms: float | None = ...,
+          providers: list[str] | None = ..., regions: list[str] | None = ...,
+          gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+          vllm_version: str | None = ..., catalog: Catalog | None = ...,
+          with_misses: Literal[True], max_nodes: int = ...
+          ) -> tuple[list[FleetOption], list[FleetMiss]]: ...
+
+
+@boundary
+def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
+          output_len: int | None = None, max_instances: int = 64,
+          max_tpot_ms: float | None = None, max_ttft_ms: float | None = None,
+          providers: list[str] | None = None, regions: list[str] | None = None,
+          gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: str = "auto",
+          vllm_version: str | None = None, catalog: Catalog | None = None,
+          with_misses: bool = False, max_nodes: int = 4
+          ) -> list[FleetOption] | tuple[list[FleetOption], list[FleetMiss]]:
+    """Fleets that carry ``rps`` requests per second within the latency limits, cheapest
+    monthly bill first (:class:`~advisor.core.fleets.FleetOption`). Raises UserInputError,
+    naming the closest misses, when no fleet of at most ``max_instances`` instances can."""
+    from advisor.core.fleets import explain_no_fleet, plan_fleet
+
+    finite("rps", rps, high=1e6)
+    if not isinstance(max_instances, int) or not 0 < max_instances <= 10_000:
+        raise UserInputError(f"max-instances must be 1-10000, not {max_instances}")
+    recs = recommend(model, ctx, input_len=input_len, output_len=output_len,
+                     providers=providers, regions=regions, gpus=gpus, spot=spot,
+                     max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
+                     kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=catalog,
+                     max_nodes=max_nodes)
+    options, misses = plan_fleet(recs, rps, max_instances)
+    if not options and not with_misses:
+        raise explain_no_fleet(misses, rps, max_instances)
+    return (options, misses) if with_misses else options
+
+
+def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int | None,
+              vllm_version: str, gpu_memory_utilization: float
+              ) -> tuple[InstanceType, Plan]:
+    """The instance and layout to render: the top recommendation, or the named instance with
+    the layout the ranking gives it, or the named instance at the TP the user asked for."""
+    from advisor.core.layouts import place
+
+    plan = None
+    if instance is None:
+        best = recommend(model, ctx, catalog=cat, top=1)[0]
+        inst = cat.instance(f"{best.provider}:{best.instance}")
+        if tp is None or tp == best.plan.tp:
+            plan = best.plan
+    else:
+        inst = cat.instance(instance)
+    if plan is None and tp is None:
+        recs = recommend(model, ctx, catalog=cat, providers=[inst.provider], top=None)
+        mine = [r for r in recs if r.instance == inst.name]
+        if not mine:
+            raise UserInputError(f"{model} does not fit on {inst.key} at ctx {ctx}",
+                                 hint="'advisor fit' shows by how much")
+        plan = mine[0].plan
+    if plan is None:
+        assert tp is not None
+        if tp <= 0 or inst.gpu.count % tp:
+            raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of "
+                                 f"{inst.key}")
+        result, _, _ = fit(model, inst.gpu.model, catalog=cat, tp=tp, max_model_len=ctx,
+                           gpu_memory_utilization=gpu_memory_utilization,
+                           vllm_version=vllm_version)
+        if not result.fits:
+            raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
+                                 f"{result.notes[0] if result.notes else ''}",
+                                 hint="raise --tp or shorten --ctx")
+        plan = place(inst, cat, tp, 1)
+    return inst, plan
+
+
+@boundary
+def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int | None = None,
+                 vllm_version: str = DEFAULT_VLLM_VERSION, port: int = 8000,
+                 host: str = "127.0.0.1", api_key_ref: str | None = None,
+                 gpu_memory_utilization: float = 0.9, target: str = "cloud-init",
+                 name: str | None = None, ray_head: str | None = None,
+                 catalog: Catalog | None = None) -> RenderResult:
+    """The files that bring ``model`` up on ``instance`` (default: the top recommendation):
+    cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests."""
+    from advisor.clouds.registry import CLOUDS, info, key_ref_for
+    from advisor.render.cloudinit import RenderRequest, render
+
+    if target not in ("cloud-init", "k8s"):
+        raise UserInputError(f"--target {target!r} is not cloud-init or k8s")
+    finite("gpu-memory-utilization", gpu_memory_utilization, high=1.0)
+    req = RenderRequest(model="placeholder/model", max_model_len=ctx, vllm_version=vllm_version,
+                        port=port, host=host, api_key_ref="file:/placeholder",
+                        gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)
+    cat = catalog or load_catalog()
+    if model in cat.models:
+        repo = cat.models[model].hf_id
+    else:
+        repo = model
+        model_spec(model, catalog=cat)  # a repo id must at least be sizeable (cached config)
+    inst, plan = _plan_for(model, ctx, cat, instance, tp, vllm_version, gpu_memory_utilization)
+    key_ref = key_ref_for(inst.provider, api_key_ref)
+    if key_ref is None:
+        example = (info(inst.provider).key_scheme.example if inst.provider in CLOUDS
+                   else "file:/etc/advisor/api-key")
+        raise UserInputError(f"--api-key-ref is needed for {inst.provider}"
+                             + (f" ({api_key_ref} is another cloud's secret store)"
+                                if api_key_ref else ""),
+                             hint=f"e.g. --api-key-ref {example}")
+    req = req.model_copy(update={"model": repo, "api_key_ref": key_ref})
+    if target == "k8s":
+        from advisor.clouds.base import check_name
+        from advisor.provisioning import default_name
+        from advisor.render import k8s
+
+        workload = check_name(name or default_name(model, inst.name))
+        files = k8s.files(inst, plan, req, workload)
+    else:
+        files = render(inst, plan, req)
+    return RenderResult(instance=inst, plan=plan, files=files)
+

@@ -1,0 +1,12 @@
+"""Azure (Virtual Machines): compute.py launches and removes, quota.py reads per-family vCPU
+usage, refresh.py reads Resource SKUs and Retail Prices for the catalog, secrets.py is the
+``azure-kv:`` key reference, options.py the settings a user may give. The azure-mgmt SDKs are
+imported only by compute.py."""
+
+from advisor.clouds.azure.options import OPTIONS
+from advisor.clouds.azure.secrets import KEY_SCHEME
+from advisor.clouds.info import CloudInfo
+
+CLOUD = CloudInfo(name="azure", title="Microsoft Azure", product_word="VM size",
+                  backend="advisor.clouds.azure.compute:AzureProvider", extra="azure",
+                  sdk="azure-mgmt-compute", key_scheme=KEY_SCHEME, options=OPTIONS)

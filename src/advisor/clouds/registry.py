@@ -1,0 +1,106 @@
+"""The only list of clouds advisor provisions on, and the one way to reach each.
+
+Adding a cloud: a folder ``advisor/clouds/<name>/`` with the same files as the others
+(``__init__.py`` with ``CLOUD``, ``compute.py``, ``quota.py``, ``refresh.py``, ``secrets.py``,
+``options.py``) and one line in :data:`CLOUDS`. Nothing else in ``src/`` names a cloud: a test
+checks it.
+
+Importing this module imports no cloud SDK: :func:`info` loads a cloud's small descriptor,
+:func:`get` its backend (and SDK) only when provisioning or refreshing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from advisor.clouds.info import CloudInfo, CloudOption
+from advisor.errors import NotFoundError, UserInputError
+
+if TYPE_CHECKING:
+    from advisor.clouds.base import Provider
+
+#: every cloud, in the order candidates are tried when no provider is asked for
+CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
+
+#: API-key references that work on any host (a file the operator placed)
+FILE_KEY_PATTERN = r"file:/[A-Za-z0-9_./-]{1,200}"
+
+
+def info(name: str) -> CloudInfo:
+    """The descriptor of ``name``; NotFoundError (with the list) for anything else."""
+    if name not in CLOUDS:
+        raise NotFoundError("cloud provider", name, CLOUDS,
+                            hint=f"advisor provisions on {', '.join(CLOUDS)}; other catalog "
+                            "providers (private boxes) are rendered with 'advisor render'")
+    cloud: CloudInfo = importlib.import_module(f"advisor.clouds.{name}").CLOUD
+    return cloud
+
+
+def all_info() -> list[CloudInfo]:
+    return [info(n) for n in CLOUDS]
+
+
+def get(name: str, **options: Any) -> Provider:
+    """The backend of ``name`` with provider-specific ``options`` (its constructor keywords)."""
+    cloud = info(name)
+    module, _, cls = cloud.backend.partition(":")
+    try:
+        backend = getattr(importlib.import_module(module), cls)
+        provider: Provider = backend(**options)
+    except ModuleNotFoundError as exc:
+        raise UserInputError(f"the {name} SDK is not installed ({exc.name})",
+                             hint=f"pip install 'advisor[{cloud.extra}]' (it brings {cloud.sdk})"
+                             ) from exc
+    return provider
+
+
+# -- API-key references --------------------------------------------------------------------
+def key_ref_pattern() -> str:
+    """One anchored pattern for every reference any cloud (or a file) can resolve."""
+    alts = [info(n).key_scheme.pattern for n in CLOUDS] + [FILE_KEY_PATTERN]
+    return "^(" + "|".join(alts) + ")$"
+
+
+def key_ref_forms() -> str:
+    """The accepted forms, for hints and help texts."""
+    return ", ".join(info(n).key_scheme.example for n in CLOUDS) + " or file:/PATH"
+
+
+def key_ref_cloud(ref: str) -> str | None:
+    """The cloud whose secret store ``ref`` names; None for a ``file:`` reference."""
+    for n in CLOUDS:
+        if ref.startswith(info(n).key_scheme.prefix):
+            return n
+    return None
+
+
+def default_key_ref(provider: str) -> str | None:
+    """The reference a deployment on ``provider`` uses when none is given (None: ask)."""
+    return info(provider).key_scheme.default if provider in CLOUDS else None
+
+
+def key_ref_for(provider: str, ref: str | None) -> str | None:
+    """The reference an instance on ``provider`` reads its key from: ``ref`` when that cloud
+    (or any host, for ``file:``) can resolve it, else the cloud's default; None when there is
+    none. A reference of another cloud is never handed on (an instance cannot read it); a
+    machine of no cloud (a catalog's private box) takes whatever it is given."""
+    if ref is not None and (provider not in CLOUDS or key_ref_cloud(ref) in (None, provider)):
+        return ref
+    return default_key_ref(provider)
+
+
+# -- provider options ------------------------------------------------------------------------
+def options(command: str) -> list[tuple[str, CloudOption]]:
+    """(cloud, option) for every option ``command`` offers, in registry order."""
+    return [(c.name, o) for c in all_info() for o in c.options if command in o.commands]
+
+
+def provider_options(values: dict[str, str | None]) -> dict[str, dict[str, str]]:
+    """{cloud: {constructor keyword: value}} from flag values keyed by flag (``--project``)."""
+    out: dict[str, dict[str, str]] = {n: {} for n in CLOUDS}
+    for cloud, opt in options("provision") + options("refresh") + options("status"):
+        value = values.get(opt.flag)
+        if value is not None:
+            out[cloud][opt.key] = opt.check(value)
+    return out

@@ -1,0 +1,1 @@
+"""On a host: the sysfs topology probe (:mod:`topology`) and support tickets (:mod:`tickets`)."""
