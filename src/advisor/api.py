@@ -48,9 +48,12 @@ def input_error(exc: ValidationError) -> UserInputError:
     got = err.get("input")
     shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
     msg = str(err.get("msg", "invalid")).replace("Input should be", "must be")
+    if err.get("type") == "greater_than" and (err.get("ctx") or {}).get("gt") == 0:
+        msg = "must be positive"
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return UserInputError(f"{_field(tuple(err.get('loc', ())))} {shown[:80]}: {msg}{more}",
-                          hint="see the command's --help (or the function's docstring) for "
+    # named as the CLI flag: the SDK keyword is the same name with '_' for '-'
+    return UserInputError(f"--{_field(tuple(err.get('loc', ())))} {shown[:80]}: {msg}{more}",
+                          hint="see the command's --help (the SDK function's docstring) for "
                           "the allowed values")
 
 
@@ -72,13 +75,17 @@ def finite(name: str, value: float | None, *, low: float | None = 0.0,
     """A number a user gave: finite and in its range, else UserInputError."""
     if value is None:
         return
+    span = (f"{'above' if strict_low else 'at least'} {low:g}" if low is not None else "")
+    span += (" and " if span and high is not None else "") + (
+        f"at most {high:g}" if high is not None else "")
+    hint = f"give a number {span}" if span else "give a finite number"
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise UserInputError(f"{name} must be a finite number, not {value!r}")
+        raise UserInputError(f"{name} must be a finite number, not {value!r}", hint=hint)
     if low is not None and (value <= low if strict_low else value < low):
         raise UserInputError(f"{name} must be {'above' if strict_low else 'at least'} "
-                             f"{low:g}, not {value:g}")
+                             f"{low:g}, not {value:g}", hint=hint)
     if high is not None and value > high:
-        raise UserInputError(f"{name} must be at most {high:g}, not {value:g}")
+        raise UserInputError(f"{name} must be at most {high:g}, not {value:g}", hint=hint)
 
 
 class RenderResult(BaseModel):
@@ -136,7 +143,7 @@ def gpu_memory_gib(catalog: Catalog, gpu: str,
     """(GPU id, total memory vLLM sees in GiB, where that number comes from)."""
     g = catalog.gpu(gpu)
     if override is not None:
-        finite("gpu-memory-gib", override, high=4096)
+        finite("--gpu-memory-gib", override, high=4096)
         return g.id, override, "--gpu-memory-gib"
     if g.usable_memory_mib:
         return g.id, g.usable_memory_mib / 1024, "driver-reported total (gpus.yaml)"
@@ -244,7 +251,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
     from advisor.core.ranking import Constraints, Request, explain_empty, rank
 
     if top is not None and top <= 0:
-        raise UserInputError(f"top must be positive, not {top}")
+        raise UserInputError(f"--top must be positive, not {top}", hint="e.g. --top 5")
     cat = catalog or load_catalog()
     spec = model_spec(model, catalog=cat)
     i, o = default_lengths(ctx, input_len, output_len) if ctx > 0 else (1, 1)
@@ -298,9 +305,10 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
     naming the closest misses, when no fleet of at most ``max_instances`` instances can."""
     from advisor.core.fleets import explain_no_fleet, plan_fleet
 
-    finite("rps", rps, high=1e6)
+    finite("--rps", rps, high=1e6)
     if not isinstance(max_instances, int) or not 0 < max_instances <= 10_000:
-        raise UserInputError(f"max-instances must be 1-10000, not {max_instances}")
+        raise UserInputError(f"--max-instances must be 1-10000, not {max_instances}",
+                             hint="a fleet is at most 10000 instances")
     recs = recommend(model, ctx, input_len=input_len, output_len=output_len,
                      providers=providers, regions=regions, gpus=gpus, spot=spot,
                      max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
@@ -364,7 +372,7 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
 
     if target not in ("cloud-init", "k8s"):
         raise UserInputError(f"--target {target!r} is not cloud-init or k8s")
-    finite("gpu-memory-utilization", gpu_memory_utilization, high=1.0)
+    finite("--gpu-memory-utilization", gpu_memory_utilization, high=1.0)
     req = RenderRequest(model="placeholder/model", max_model_len=ctx, vllm_version=vllm_version,
                         port=port, host=host, api_key_ref="file:/placeholder",
                         gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)

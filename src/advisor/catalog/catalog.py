@@ -78,7 +78,8 @@ class Catalog:
             provider = key.split(":", 1)[0]
             if provider not in self.providers():
                 raise NotFoundError("provider", provider, self.providers(),
-                                    hint="write PROVIDER:TYPE, e.g. aws:p5.48xlarge")
+                                    hint="write PROVIDER:TYPE, e.g. "
+                                    + next(iter(sorted(self.instances)), "lab:box"))
         raise NotFoundError("instance type", key, self.instances,
                             hint="'advisor catalog list' shows every instance type")
 

@@ -10,13 +10,15 @@ import typer
 from advisor.catalog import validate
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, with_cloud_options
+from advisor.clouds.registry import CLOUDS, EXAMPLE_INSTANCE
 
 app = typer.Typer(help="Browse and check the instance catalog.", no_args_is_help=True)
 
 
 @app.command("list")
 def list_(
-    provider: Annotated[str | None, typer.Option(help="Only this provider (aws, gcp, azure).")]
+    provider: Annotated[str | None, typer.Option(
+        help="Only this provider: " + ", ".join(CLOUDS) + " or a private catalog's.")]
     = None,
     gpu: Annotated[str | None, typer.Option(help="Only instances with this GPU (id or alias).")]
     = None,
@@ -59,7 +61,8 @@ def list_(
 
 @app.command("show")
 def show(
-    instance: Annotated[str, typer.Argument(help="PROVIDER:TYPE, e.g. aws:p5.48xlarge.")],
+    instance: Annotated[str, typer.Argument(
+        help="PROVIDER:TYPE, e.g. " + EXAMPLE_INSTANCE + ".")],
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -123,7 +126,7 @@ def validate_cmd(
 @app.command("refresh")
 @with_cloud_options("refresh")
 def refresh_cmd(
-    provider: Annotated[str, typer.Option(help="aws, gcp or azure.")],
+    provider: Annotated[str, typer.Option(help="The cloud: " + ", ".join(CLOUDS) + ".")],
     region: Annotated[list[str] | None, typer.Option(
         help="Region to ask about (repeatable); default: the regions the catalog prices in.")]
     = None,
@@ -139,13 +142,10 @@ def refresh_cmd(
     from advisor.catalog.loader import bundled_dir
     from advisor.catalog.schema import REGION
     from advisor.clouds.refresh import refresh
-    from advisor.clouds.registry import get
+    from advisor.clouds.registry import get, info
     from advisor.errors import UserInputError
 
-    if provider not in ("aws", "gcp", "azure"):
-        from advisor.errors import NotFoundError
-
-        raise NotFoundError("cloud provider", provider, ["aws", "gcp", "azure"])
+    info(provider)  # NotFoundError naming the clouds
     for r in region or []:
         if not REGION.match(r):
             raise UserInputError(f"--region {r!r} is not a region name")

@@ -38,12 +38,7 @@ def fit_cmd(
 ) -> None:
     """Size a model on a GPU the way vLLM will: weights, KV cache, concurrency."""
     from advisor.api import fit
-    from advisor.errors import UserInputError
 
-    if dtype not in ("auto", "bfloat16", "float16", "float32"):
-        raise UserInputError(f"--dtype {dtype!r} is not auto, bfloat16, float16 or float32")
-    if kv_cache_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2"):
-        raise UserInputError(f"--kv-cache-dtype {kv_cache_dtype!r} is not auto or fp8")
     cat = catalog_from(catalog)
     result, spec, mem_source = fit(
         model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib,

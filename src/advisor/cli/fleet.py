@@ -46,12 +46,7 @@ def plan_cmd(
 ) -> None:
     """Size the fleet: replicas, instances, monthly cost and headroom for a request rate."""
     from advisor.api import default_lengths, fleet
-    from advisor.errors import UserInputError
 
-    for name, v in (("--rps", rps), ("--max-tpot-ms", max_tpot_ms),
-                    ("--max-ttft-ms", max_ttft_ms)):
-        if v is not None and v <= 0:
-            raise UserInputError(f"{name} must be positive, not {v:g}")
     options = fleet(model, ctx, rps=rps, input_len=input_len, output_len=output_len,
                     max_instances=max_instances, max_tpot_ms=max_tpot_ms,
                     max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,

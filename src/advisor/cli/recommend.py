@@ -16,15 +16,9 @@ from advisor.cli.common import (
     catalog_from,
 )
 from advisor.core.engine import DEFAULT_VLLM_VERSION
-from advisor.errors import UserInputError
 
 Model = Annotated[str, typer.Option("--model", "-m", help="A model alias or a config.json path.")]
 Version = Annotated[str, typer.Option(help="The vLLM release to model.")]
-
-
-def _positive(name: str, value: int | float | None) -> None:
-    if value is not None and value <= 0:
-        raise UserInputError(f"{name} must be positive, not {value}")
 
 
 def perf_cmd(
@@ -45,10 +39,6 @@ def perf_cmd(
     """Estimate TTFT, TPOT and throughput of one replica."""
     from advisor.api import estimate
 
-    for name, v in (("--input-len", input_len), ("--output-len", output_len),
-                    ("--concurrency", concurrency), ("--tp", tp), ("--max-model-len",
-                                                                   max_model_len)):
-        _positive(name, v)
     cat = catalog_from(catalog)
     est, fit = estimate(model, gpu, input_len=input_len, output_len=output_len,
                         concurrency=concurrency, tp=tp, max_model_len=max_model_len,
@@ -110,17 +100,6 @@ def recommend_cmd(
     """Rank instances for a model and context: layout, throughput, $ per million tokens."""
     from advisor.api import default_lengths, recommend
 
-    for name, v in (("--ctx", ctx), ("--input-len", input_len), ("--output-len", output_len),
-                    ("--concurrency", concurrency), ("--top", top),
-                    ("--max-usd-per-hour", max_usd_per_hour), ("--max-tpot-ms", max_tpot_ms),
-                    ("--max-ttft-ms", max_ttft_ms), ("--max-nodes", max_nodes)):
-        _positive(name, v)
-    if max_nodes > 64:
-        raise UserInputError(f"--max-nodes {max_nodes} is more than 64")
-    if objective not in ("cost", "latency", "throughput"):
-        raise UserInputError(f"--objective {objective!r} is not cost, latency or throughput")
-    if kv_cache_dtype not in ("auto", "fp8"):
-        raise UserInputError(f"--kv-cache-dtype {kv_cache_dtype!r} is not auto or fp8")
     cat = catalog_from(catalog)
     recs, rejected = recommend(
         model, ctx, input_len=input_len, output_len=output_len, concurrency=concurrency,

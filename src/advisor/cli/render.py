@@ -9,6 +9,7 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.clouds.registry import key_ref_forms
 from advisor.core.engine import DEFAULT_VLLM_VERSION
 
 
@@ -28,8 +29,8 @@ def render_cmd(
     host: Annotated[str, typer.Option(
         help="Listen address; 127.0.0.1 unless you open it on purpose.")] = "127.0.0.1",
     api_key_ref: Annotated[str | None, typer.Option(
-        help="Where the API key is read at boot: aws-ssm:NAME, gcp-secret:NAME, "
-        "azure-kv:VAULT/NAME or file:/PATH.")] = None,
+        help=f"Where the API key is read at boot: {key_ref_forms()}; default: the "
+        "instance's cloud's own secret store.")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
     target: Annotated[str, typer.Option(
         help="cloud-init (user-data, unit, launcher) or k8s (Deployment / LeaderWorkerSet, "

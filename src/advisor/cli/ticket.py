@@ -9,11 +9,13 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.clouds.registry import EXAMPLE_INSTANCE
 from advisor.errors import UserInputError
 
 
 def ticket_cmd(
-    instance: Annotated[str, typer.Option(help="PROVIDER:TYPE, e.g. aws:p5.48xlarge.")],
+    instance: Annotated[str, typer.Option(
+        help="PROVIDER:TYPE, e.g. " + EXAMPLE_INSTANCE + ".")],
     region: Annotated[str | None, typer.Option(
         help="The region to ask about (default: the catalog's priced region).")] = None,
     probe: Annotated[Path | None, typer.Option(

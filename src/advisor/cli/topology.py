@@ -11,6 +11,7 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.clouds.registry import EXAMPLE_INSTANCE
 from advisor.errors import UserInputError
 
 
@@ -41,7 +42,7 @@ def topology_cmd(
     numactl: Annotated[Path | None, typer.Option(
         help="A saved 'numactl --hardware' printout, used when sysfs shows no nodes.")] = None,
     expect: Annotated[str | None, typer.Option(
-        help="PROVIDER:TYPE to compare with, e.g. azure:Standard_ND96isr_H100_v5.")] = None,
+        help="PROVIDER:TYPE to compare with, e.g. " + EXAMPLE_INSTANCE + ".")] = None,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 #: every cloud, in the order candidates are tried when no provider is asked for
 CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
+#: an instance key for examples in help texts and hints
+EXAMPLE_INSTANCE = "aws:p5.48xlarge"
 
 #: API-key references that work on any host (a file the operator placed)
 FILE_KEY_PATTERN = r"file:/[A-Za-z0-9_./-]{1,200}"

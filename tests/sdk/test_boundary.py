@@ -1,0 +1,109 @@
+"""The SDK boundary: typed keywords, unknown ones refused, every bad value a UserInputError
+(exit 2 and one line in the CLI), never an internal error."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import advisor
+from advisor.errors import UserInputError
+
+
+@pytest.mark.parametrize("call", [
+    lambda: advisor.fit("llama-3-8b", "H100-SXM", max_model_length=2048),
+    lambda: advisor.estimate("llama-3-8b", "H100-SXM", input_len=10, output_len=10, tpp=2),
+    lambda: advisor.recommend("llama-3-8b", 8192, provider="aws"),
+    lambda: advisor.fleet("llama-3-8b", 8192, rps=1, max_instance=3),
+    lambda: advisor.model_spec("llama-3-8b", quantisation="fp8"),
+    lambda: advisor.render_files("llama-3-8b", 8192, instanse="aws:g6e.xlarge"),
+    lambda: advisor.provision("llama-3-8b", 8192, dryrun=True),
+])
+def test_a_misspelt_keyword_is_refused(call):
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        call()
+
+
+def test_options_after_the_model_are_keyword_only():
+    with pytest.raises(TypeError):
+        advisor.recommend("llama-3-8b", 8192, None, None)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda: advisor.recommend("llama-3-8b", 8192, max_tpot_ms=math.nan), "--max-tpot-ms"),
+    (lambda: advisor.recommend("llama-3-8b", 8192, max_usd_per_hour=math.inf),
+     "--max-usd-per-hour"),
+    (lambda: advisor.recommend("llama-3-8b", 8192, objective="fastest"), "--objective"),
+    (lambda: advisor.recommend("llama-3-8b", 0), "--ctx"),
+    (lambda: advisor.recommend("llama-3-8b", 8192, max_nodes=65), "--max-nodes"),
+    (lambda: advisor.fleet("llama-3-8b", 8192, rps=math.nan), "rps"),
+    (lambda: advisor.fleet("llama-3-8b", 8192, rps=-1), "rps"),
+    (lambda: advisor.fit("llama-3-8b", "H100-SXM", gpu_memory_gib_override=math.inf),
+     "gpu-memory-gib"),
+    (lambda: advisor.fit("llama-3-8b", "H100-SXM", kv_cache_dtype="int3"), "--kv-cache-dtype"),
+    (lambda: advisor.fit("llama-3-8b", "H100-SXM", gpu_memory_utilization=math.nan),
+     "--gpu-memory-utilization"),
+    (lambda: advisor.estimate("llama-3-8b", "H100-SXM", input_len=0, output_len=5),
+     "--input-len"),
+    (lambda: advisor.render_files("llama-3-8b", 8192, port=80), "--port"),
+    (lambda: advisor.render_files("llama-3-8b", 8192, port=70000), "--port"),
+    (lambda: advisor.render_files("llama-3-8b", 8192, api_key_ref="aws-ssm:/x;reboot"),
+     "api key ref"),
+    (lambda: advisor.model_spec("x" * 100_000), "not a model reference"),
+])
+def test_bad_values_are_user_input_errors(call, needle):
+    with pytest.raises(UserInputError) as exc:
+        call()
+    assert needle in exc.value.message
+    assert exc.value.hint
+    assert exc.value.exit_code == 2
+
+
+def test_return_types_are_the_documented_models():
+    recs = advisor.recommend("llama-3-8b", 8192, top=2)
+    assert [type(r).__name__ for r in recs] == ["Recommendation"] * 2
+    recs, rejected = advisor.recommend("llama-3-8b", 8192, with_rejected=True)
+    assert all(type(r).__name__ == "Rejection" for r in rejected)
+    opts = advisor.fleet("llama-3-8b", 8192, rps=2)
+    assert type(opts[0]).__name__ == "FleetOption"
+    fit, spec, source = advisor.fit("llama-3-8b", "H100-SXM", max_model_len=8192)
+    assert (type(fit).__name__, type(spec).__name__, type(source)) == ("MemoryFit", "ModelSpec",
+                                                                       str)
+
+
+# -- the CLI: the values the issue listed, each exit 2 with one line ------------------------
+@pytest.mark.parametrize("args, needle", [
+    (["render", "--model", "llama-3-8b", "--ctx", "8192", "--port", "80"], "--port"),
+    (["perf", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--input-len", "100",
+      "--output-len", "10", "--kv-cache-dtype", "bogus"], "--kv-cache-dtype"),
+    (["plan", "--model", "llama-3-8b", "--ctx", "8192", "--rps", "nan"], "rps"),
+    (["plan", "--model", "llama-3-8b", "--ctx", "8192", "--rps", "inf"], "rps"),
+    (["perf", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--input-len", "100",
+      "--output-len", "10", "--gpu-memory-gib", "inf"], "gpu-memory-gib"),
+    (["recommend", "--model", "llama-3-8b", "--ctx", "8192", "--max-tpot-ms", "nan"],
+     "--max-tpot-ms"),
+    (["recommend", "--model", "llama-3-8b", "--ctx", "8192", "--max-ttft-ms", "-inf"],
+     "--max-ttft-ms"),
+    (["recommend", "--model", "llama-3-8b", "--ctx", "8192", "--objective", "speed"],
+     "--objective"),
+    (["recommend", "--model", "llama-3-8b", "--ctx", "8192", "--max-nodes", "100"],
+     "--max-nodes"),
+    (["fit", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--ctx", "8192",
+      "--dtype", "int3"], "--dtype"),
+    (["provision", "--model", "llama-3-8b", "--ctx", "8192", "--provider", "azure",
+      "--api-key-ref", "aws-ssm:/advisor/key", "--dry-run"], "secret store"),
+    (["provision", "--model", "llama-3-8b", "--ctx", "8192", "--project", "Bad Project!",
+      "--dry-run"], "--project"),
+    (["status", "--subscription", "not-a-uuid"], "--subscription"),
+])
+def test_cli_bad_values_exit_2_in_one_line(cli, tmp_path, args, needle):
+    if args[0] == "render":
+        args = [*args, "--out", str(tmp_path / "out")]
+    r = cli(*args)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
