@@ -28,6 +28,14 @@ _USAGE_ERROR: tuple[type[BaseException], ...] = tuple(
 class _AdvisorGroup(TyperGroup):
     """Turns every AdvisorError into one line on stderr and its exit code."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        args = _debug_first(args)
+        try:
+            return super().parse_args(ctx, args)
+        except BrokenPipeError:  # ``advisor --help | head``
+            _stdout_gone()
+            raise typer.Exit(_SIGPIPE_EXIT) from None
+
     def invoke(self, ctx: Any) -> Any:  # a click Context (vendored or not)
         try:
             return super().invoke(ctx)
@@ -50,6 +58,9 @@ class _AdvisorGroup(TyperGroup):
             raise
         except KeyboardInterrupt:
             ctx.exit(130)
+        except BrokenPipeError:  # stdout's reader left (| head): stop quietly, as cat does
+            _stdout_gone()
+            ctx.exit(_SIGPIPE_EXIT)
         except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
             if _debug(ctx):
                 raise
@@ -58,6 +69,29 @@ class _AdvisorGroup(TyperGroup):
             error(f"internal error: {type(exc).__name__}: {exc}",
                   "run again with --debug for the traceback, and report it")
             ctx.exit(1)
+
+
+#: the exit status of a command that the shell saw killed by SIGPIPE (128 + 13)
+_SIGPIPE_EXIT = 141
+
+
+def _debug_first(args: list[str]) -> list[str]:
+    """``--debug`` anywhere before ``--`` (``advisor recommend ... --debug``) becomes the
+    root option it is: moved to the front, where the root callback reads it."""
+    cut = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:cut]:
+        return args
+    return ["--debug", *(a for a in args[:cut] if a != "--debug"), *args[cut:]]
+
+
+def _stdout_gone() -> None:
+    """Point stdout at /dev/null, so that the flush at exit writes nowhere rather than
+    raising BrokenPipeError again (the recipe of Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test runner's buffer)
+        pass
 
 
 def _debug(ctx: typer.Context) -> bool:
@@ -85,7 +119,8 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="Show tracebacks on errors (also accepted after the command).")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
@@ -119,9 +154,15 @@ app.command("ticket")(_ticket.ticket_cmd)
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code."""
     try:
-        app(args=argv if argv is not None else sys.argv[1:], prog_name="advisor",
-            standalone_mode=True)
+        try:
+            app(args=argv if argv is not None else sys.argv[1:], prog_name="advisor",
+                standalone_mode=True)
+        finally:
+            sys.stdout.flush()  # here, where a closed pipe can be answered, not at exit
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except BrokenPipeError:
+        _stdout_gone()
+        return _SIGPIPE_EXIT
     return 0

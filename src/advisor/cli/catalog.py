@@ -17,17 +17,19 @@ app = typer.Typer(help="Browse and check the instance catalog.", no_args_is_help
 
 @app.command("list")
 def list_(
-    provider: Annotated[str | None, typer.Option(
-        help="Only this provider: " + ", ".join(CLOUDS) + " or a private catalog's.")]
-    = None,
-    gpu: Annotated[str | None, typer.Option(help="Only instances with this GPU (id or alias).")]
-    = None,
+    provider: Annotated[list[str] | None, typer.Option(
+        help="Only this provider (repeatable): " + ", ".join(CLOUDS) + " or a private "
+        "catalog's.")] = None,
+    gpu: Annotated[str | None, typer.Option(
+        help="Only instances with this GPU (id, alias or family).")] = None,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
     """List instance types, with GPUs, CPU family, NUMA layout and price."""
     cat = catalog_from(catalog)
-    rows = cat.filter(provider=provider, gpu=gpu)
+    # filter() sorts by provider first, so the providers in order give the sorted union
+    rows = ([i for p in sorted(set(provider)) for i in cat.filter(provider=p, gpu=gpu)]
+            if provider else cat.filter(gpu=gpu))
     if json:
         out.emit_json([cat.describe(i) for i in rows])
         return
@@ -37,10 +39,13 @@ def list_(
         n = v["numa"]
         if n["nodes"] is None:
             return "?"
-        return f"{n['nodes']}" + ("" if n["known"] else " (GPUs ?)")
+        return f"{n['nodes']}" + ("" if n["known"] else "?")
 
+    # at a narrow terminal the highest drop is hidden first
     out.table(
-        ["instance", "GPUs", "vCPU", "GiB", "CPU", "gen", "NUMA", "$/h"],
+        [out.Col("instance"), out.Col("GPUs"), out.Col("vCPU", num=True, drop=6),
+         out.Col("GiB", num=True, drop=7), out.Col("CPU", drop=9), out.Col("gen", drop=8),
+         out.Col("NUMA", drop=5), out.Col("$/h", num=True)],
         (
             [
                 f"{v['provider']}:{v['name']}",
@@ -50,12 +55,13 @@ def list_(
                 out.fmt(v["cpu"]["model"]),
                 out.fmt(v["cpu"]["codename"]),
                 numa(v),
-                out.fmt(v["price"]["on_demand_usd_per_hour"]),
+                out.usd(v["price"]["on_demand_usd_per_hour"]),
             ]
             for v in views
         ),
         caption=f"{len(rows)} instance types; '?'/'—' = not stated by any public source; "
-                "$/h on demand in the region `catalog show` names",
+                "NUMA: nodes, '?' after it: GPU placement unknown; $/h on demand in the "
+                "region `catalog show` names",
     )
 
 
@@ -92,7 +98,7 @@ def show(
         ("regions", ", ".join(view["regions"]) or "—"),
     ])
     out.line()
-    out.table(["fact", "source", "as of", "confidence"],
+    out.table(["fact", out.Col("source", wrap=True), "as of", "confidence"],
               ([k, s["source"], s["as_of"], s["confidence"]] for k, s in view["sources"].items()),
               title="sources")
 

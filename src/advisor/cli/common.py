@@ -75,3 +75,22 @@ def with_cloud_options(command: str) -> Callable[[Callable[..., None]], Callable
         return wrapper
 
     return deco
+
+
+def one_gpu(cat: Catalog, name: str) -> str:
+    """The catalog GPU id for ``--gpu`` of ``fit`` and ``perf``: an id, an alias or, as in
+    ``recommend``, a family (``H100``, ``A100-80GB``). A family of several GPUs stands for its
+    most modest member — the least memory, then the least memory bandwidth — so the answer
+    holds for every member; a note on stderr says which one and what else matched."""
+    ids = cat.match_gpu_ids(name)
+    if not ids:
+        return cat.gpu(name).id  # NotFoundError with the close names
+    if len(ids) == 1:
+        return ids[0]
+    pick = min(ids, key=lambda g: (cat.gpus[g].memory_gib,
+                                   cat.gpus[g].memory_bandwidth_gb_s or 0.0, g))
+    from advisor.cli import output as out
+
+    out.progress(f"note: --gpu {name} matches {', '.join(ids)}; using {pick}, the "
+                 "smallest (name one to choose)")
+    return pick

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from advisor.cli import output as out
-from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, one_gpu
 from advisor.core.engine import DEFAULT_VLLM_VERSION
 
 
@@ -15,8 +15,9 @@ def fit_cmd(
     model: Annotated[str, typer.Option(
         "--model", "-m", help="A model alias or a config.json path.")],
     gpu: Annotated[str, typer.Option(
-        "--gpu", help="A catalog GPU (id or alias), e.g. H100-SXM.")],
-    max_model_len: Annotated[int, typer.Option("--max-model-len", "--ctx",
+        "--gpu", help="A catalog GPU (id, alias or family), e.g. H100-SXM; a family of "
+        "several means its smallest.")],
+    max_model_len: Annotated[int, typer.Option("--ctx", "--max-model-len",
                                                help="vLLM's max_model_len.", min=1)],
     gpu_memory_gib: Annotated[float | None, typer.Option(
         help="Total GPU memory vLLM sees, GiB (its log prints it, e.g. 79.19).", min=0.1)] = None,
@@ -40,6 +41,7 @@ def fit_cmd(
     from advisor.api import fit
 
     cat = catalog_from(catalog)
+    gpu = one_gpu(cat, gpu)
     result, spec, mem_source = fit(
         model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
         quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,

@@ -57,18 +57,26 @@ def plan_cmd(
         out.emit_json([o.model_dump() for o in picks])
         return
     i, o = default_lengths(ctx, input_len, output_len)
-    out.table(["instance", "region", "layout", "req/s each", "instances", "$/month", "headroom",
-               "TPOT", "TTFT", "NUMA"],
+    # at a narrow terminal the highest drop is hidden first; $/month, the order, never is
+    cols = [out.Col("instance"), out.Col("region", drop=9), out.Col("layout", drop=3),
+            out.Col("rps/rep", num=True, drop=6), out.Col("inst", num=True),
+            out.Col("$/month", num=True), out.Col("spare", num=True, drop=2),
+            out.Col("TPOT ms", num=True, drop=5), out.Col("TTFT ms", num=True, drop=7),
+            out.Col("NUMA", drop=8)]
+    out.table(cols,
               ([f"{p.provider}:{p.instance}", out.fmt(p.region), _layout(p),
-                f"{p.rps_per_replica:.2f}/replica", str(p.instances),
-                f"{p.usd_per_month:,.0f}", f"{p.headroom:+.0%}", out.fmt(p.tpot_ms, " ms"),
-                out.fmt(p.ttft_ms, " ms"), p.numa] for p in picks),
+                out.num(p.rps_per_replica, 2), str(p.instances), out.num(p.usd_per_month),
+                f"{p.headroom:+.0%}", out.ms(p.tpot_ms), out.ms(p.ttft_ms),
+                {"spans-nodes": "spans", "unknown": "?"}.get(p.numa, p.numa)] for p in picks),
               title=f"{model}, ctx {ctx}, {i} in / {o} out, {rps:g} req/s",
-              caption=f"{len(options)} fleets of at most {max_instances} instances; 730 h/month")
+              caption=f"{len(options)} fleets of at most {max_instances} instances, cheapest "
+              "first; rps/rep: req/s one replica carries; inst: instances; spare: capacity "
+              "over the rate; 730 h/month" + ("; Nn: one replica over N instances" if any(
+                  p.plan.nodes > 1 for p in picks) else ""))
 
 
 def _layout(p: object) -> str:
     plan = p.plan  # type: ignore[attr-defined]
     if plan.nodes > 1:
-        return f"TP{plan.tp} x PP{plan.pp} over {plan.nodes} nodes"
+        return f"{plan.nodes}n TP{plan.tp} PP{plan.pp}"
     return f"{plan.replicas}x TP{plan.tp}" + (f" PP{plan.pp}" if plan.pp > 1 else "")

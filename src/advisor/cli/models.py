@@ -20,7 +20,10 @@ def list_(catalog: CatalogDirs = None, json: JsonFlag = False) -> None:
     if json:
         out.emit_json(views)
         return
-    out.table(["alias", "hugging face id", "type", "layers", "hidden", "heads/kv", "max ctx"],
+    # at a narrow terminal the highest drop is hidden first
+    out.table([out.Col("alias"), out.Col("hugging face id"), out.Col("type", drop=4),
+               out.Col("layers", num=True, drop=3), out.Col("hidden", num=True, drop=5),
+               out.Col("heads/kv", num=True, drop=2), out.Col("max ctx", num=True, drop=1)],
               ([v["alias"], v["hf_id"], out.fmt(v["summary"].get("model_type")),
                 out.fmt(v["summary"].get("num_hidden_layers")),
                 out.fmt(v["summary"].get("hidden_size")),

@@ -87,9 +87,9 @@ def provision_cmd(
     if result.status == "dry-run":
         out.line(f"# dry run of deployment {result.name}: nothing was called")
         for req in result.requests:
-            out.line(_json.dumps(req, indent=2))
+            out.line(_json.dumps(req, indent=2), wrap=False)
         out.line("# user-data")
-        out.line(result.user_data or "")
+        out.line(result.user_data or "", wrap=False)
         return
     verb = "already running" if result.status == "exists" else "launched"
     for i in result.instances:
@@ -97,8 +97,8 @@ def provision_cmd(
                  f"{i.zone or i.region} ({i.state}"
                  + (f", public {i.public_ip}" if i.public_ip else "") + ")")
     if result.attempts:
-        out.table(["provider", "instance", "where", "outcome", "detail"],
-                  ([a.provider, a.instance_type, a.zone or a.region, a.outcome,
+        out.table(["instance", "where", "outcome", out.Col("detail", wrap=True)],
+                  ([f"{a.provider}:{a.instance_type}", a.zone or a.region, a.outcome,
                     (a.code + ": " if a.code else "") + a.detail[:100]]
                    for a in result.attempts), title="attempts")
     if result.health:
@@ -129,10 +129,13 @@ def status_cmd(
     if not deps:
         out.line("no deployments (advisor provision launches one)")
         return
-    out.table(["name", "provider", "instance", "where", "status", "instances", "updated"],
-              ([d.name, d.provider, out.fmt(d.instance_type), out.fmt(d.zone or d.region),
-                d.status, ", ".join(f"{i.id} {i.state}" for i in d.instances) or "—",
-                d.updated_at] for d in deps))
+    # at a narrow terminal the highest drop is hidden first
+    out.table(["name", "instance", out.Col("where", drop=1), "status",
+               out.Col("instances", wrap=True, drop=2), out.Col("updated (UTC)", drop=3)],
+              ([d.name, f"{d.provider}:{d.instance_type}" if d.instance_type else d.provider,
+                out.fmt(d.zone or d.region), d.status,
+                ", ".join(f"{i.id} {i.state}" for i in d.instances) or "—",
+                d.updated_at[:16].replace("T", " ")] for d in deps))
     if name:
         for e in store.events(name):
             out.line(f"  {e.at} {e.kind}: {e.message}")

@@ -14,6 +14,7 @@ from advisor.cli.common import (
     ProviderFilter,
     RegionFilter,
     catalog_from,
+    one_gpu,
 )
 from advisor.core.engine import DEFAULT_VLLM_VERSION
 
@@ -23,13 +24,16 @@ Version = Annotated[str, typer.Option(help="The vLLM release to model.")]
 
 def perf_cmd(
     model: Model,
-    gpu: Annotated[str, typer.Option("--gpu", help="A catalog GPU, e.g. H100-SXM.")],
+    gpu: Annotated[str, typer.Option(
+        "--gpu", help="A catalog GPU (id, alias or family), e.g. H100-SXM; a family of several "
+        "means its smallest.")],
     input_len: Annotated[int, typer.Option(help="Prompt tokens per request.")],
     output_len: Annotated[int, typer.Option(help="Generated tokens per request.")],
     concurrency: Annotated[int, typer.Option(help="Sequences in flight.")] = 1,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel size.")] = 1,
     max_model_len: Annotated[int | None, typer.Option(
-        help="vLLM's max_model_len; default input + output.")] = None,
+        "--ctx", "--max-model-len", help="vLLM's max_model_len; default input + output.")]
+    = None,
     gpu_memory_gib: Annotated[float | None, typer.Option(help="Total GPU memory, GiB.")] = None,
     kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
     vllm_version: Version = DEFAULT_VLLM_VERSION,
@@ -40,6 +44,7 @@ def perf_cmd(
     from advisor.api import estimate
 
     cat = catalog_from(catalog)
+    gpu = one_gpu(cat, gpu)
     est, fit = estimate(model, gpu, input_len=input_len, output_len=output_len,
                         concurrency=concurrency, tp=tp, max_model_len=max_model_len,
                         catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
@@ -49,9 +54,9 @@ def perf_cmd(
         return
     out.pairs(f"{model} on {tp} x {cat.gpu(gpu).id}, {input_len} in / {output_len} out, "
               f"{est.concurrency} concurrent", [
-                  ("TTFT", out.fmt(est.ttft_ms, " ms")), ("TPOT", out.fmt(est.tpot_ms, " ms")),
-                  ("output tokens/s", out.fmt(est.output_tokens_per_s)),
-                  ("requests/s", out.fmt(est.requests_per_s)),
+                  ("TTFT", out.ms(est.ttft_ms) + " ms"), ("TPOT", out.ms(est.tpot_ms) + " ms"),
+                  ("output tokens/s", out.num(est.output_tokens_per_s)),
+                  ("requests/s", out.num(est.requests_per_s, 2)),
                   ("decode is", f"{est.decode_bound}-bound"),
                   ("KV cache", f"{fit.kv_cache_tokens:,} tokens ({fit.max_concurrency:.1f}x "
                                f"{fit.max_model_len})")])
@@ -59,14 +64,41 @@ def perf_cmd(
         out.line(f"- {n}")
 
 
+#: recommend's columns; at a narrow terminal the highest number is hidden first, and the
+#: objective's own figure never is
+_COLUMNS = ("instance", "region", "$/h", "GPUs", "layout", "conc", "tok/s", "TPOT ms", "$/1M",
+            "NUMA")
+_HIDE = {"cost": {"TPOT ms": 9, "region": 8, "conc": 7, "NUMA": 6},
+         "latency": {"region": 8, "conc": 7, "NUMA": 6, "$/1M": 5, "tok/s": 4},
+         "throughput": {"TPOT ms": 9, "region": 8, "conc": 7, "NUMA": 6, "$/1M": 5}}
+_NUMERIC = {"$/h", "conc", "tok/s", "TPOT ms", "$/1M"}
+_NUMA = {"aligned": "aligned", "spans-nodes": "spans", "unknown": "?"}
+
+
+def _columns(objective: str) -> list[out.Col]:
+    hide = _HIDE.get(objective, _HIDE["cost"])
+    return [out.Col(c, num=c in _NUMERIC, drop=hide.get(c, 0)) for c in _COLUMNS]
+
+
 def _row(r: Any) -> list[str]:
     p = r.plan
-    layout = (f"{p.nodes} nodes: TP{p.tp} PP{p.pp}" if p.nodes > 1 else
+    layout = (f"{p.nodes}n TP{p.tp} PP{p.pp}" if p.nodes > 1 else
               f"{p.replicas}x TP{p.tp}" + (f" PP{p.pp}" if p.pp > 1 else ""))
-    return [f"{r.provider}:{r.instance}", out.fmt(r.region), out.fmt(r.usd_per_hour * p.nodes),
-            f"{r.gpu_count}x {r.gpu}", layout, f"{r.fit.max_concurrency:.1f}",
-            f"{r.instance_output_tokens_per_s:,.0f}", out.fmt(r.usd_per_million_output_tokens),
-            r.numa.alignment]
+    return [f"{r.provider}:{r.instance}", out.fmt(r.region), out.usd(r.usd_per_hour * p.nodes),
+            f"{r.gpu_count}x {r.gpu}" if p.nodes == 1 else f"{p.nodes}x{r.gpu_count} {r.gpu}",
+            layout, out.num(r.fit.max_concurrency, 1), out.num(r.instance_output_tokens_per_s),
+            out.ms(r.perf.tpot_ms), out.usd(r.usd_per_million_output_tokens),
+            _NUMA.get(r.numa.alignment, r.numa.alignment)]
+
+
+def ranking_note(objective: str, concurrency: int | None, spot: bool) -> str:
+    """The footer: what the order means, in the objective's own terms."""
+    key, best = {"latency": ("TPOT (ms per output token), lowest first", "its fastest"),
+                 "throughput": ("output tok/s per instance, highest first", "its best")}.get(
+        objective, ("$/1M output tokens, lowest first", "its cheapest"))
+    at = f"{concurrency} sequences per instance" if concurrency else f"{best} concurrency"
+    return (f"ranked by {key}, each at {at}; host risks (NUMA, memory bandwidth, CPU age) add "
+            "1-10%" + ("; spot prices" if spot else ""))
 
 
 def recommend_cmd(
@@ -122,11 +154,12 @@ def recommend_cmd(
         out.emit_json(body)
         return
     i, o = default_lengths(ctx, input_len, output_len)
-    out.table(["instance", "region", "$/h", "GPUs", "layout", "conc@ctx", "tok/s", "$/1M out",
-               "NUMA"], (_row(r) for r in picks),
+    out.table(_columns(objective), (_row(r) for r in picks),
               title=f"{model}, ctx {ctx}, {i} in / {o} out, objective {objective}",
               caption=f"{len(recs)} of {len(recs) + len(rejected)} instance types can serve it; "
-                      "tok/s and $/1M at the concurrency that minimises cost")
+                      + ranking_note(objective, concurrency, spot)
+                      + ("; Nn: one replica over N instances" if any(
+                          r.plan.nodes > 1 for r in picks) else ""))
     best = picks[0]
     out.line(f"Why {best.provider}:{best.instance}:")
     for reason in best.reasons:
@@ -138,8 +171,8 @@ def recommend_cmd(
 
 
 def _rejected_table(rejected: list[Any]) -> None:
-    out.table(["instance", "why not"], ([f"{r.provider}:{r.instance}", r.reason]
-                                        for r in rejected), title="rejected")
+    out.table(["instance", out.Col("why not", wrap=True)],
+              ([f"{r.provider}:{r.instance}", r.reason] for r in rejected), title="rejected")
 
 
 def _json(r: Any) -> dict[str, Any]:

@@ -240,7 +240,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
         raise UserInputError(
             f"max_model_len {max_len} exceeds {spec.name}'s max_position_embeddings {limit}"
             + (" and its config has no rope scaling" if spec.rope_scaling_factor is None else ""),
-            hint=f"use --max-model-len {limit} or less")
+            hint=f"use --ctx {limit} or less")
 
     dtype = resolve_dtype(spec, req.dtype)
     act_b = DTYPE_BYTES[dtype]
