@@ -31,7 +31,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Problem": ("advisor.catalog.loader", "Problem"),
     "load_catalog": ("advisor.catalog.loader", "load"),
     "validate_catalog": ("advisor.catalog.loader", "validate"),
-    "DEFAULT_VLLM_VERSION": ("advisor.core.engine", "DEFAULT_VLLM_VERSION"),
+    "DEFAULT_VLLM_VERSION": ("advisor.core.defaults", "DEFAULT_VLLM_VERSION"),
     "EngineProfile": ("advisor.core.engine", "EngineProfile"),
     "engine_profile": ("advisor.core.engine", "profile"),
     "AdvisorError": ("advisor.errors", "AdvisorError"),

@@ -23,21 +23,24 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import Cpu, Gpu, InstanceType, ModelAlias
 from advisor.errors import CatalogError
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 ENV_VAR = "ADVISOR_CATALOG_DIR"
 
-try:  # the C loader is 5-10x faster; fall back when libyaml is missing
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
+
+def _yaml_loader() -> Any:
+    """yaml is imported only when a catalog is parsed (not when the cached one is used)."""
+    import yaml
+
+    # the C loader is 5-10x faster; fall back when libyaml is missing
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,8 @@ def _display(path: Path, root: Path) -> str:
 
 
 def _read_yaml(path: Path, root: Path, problems: list[Problem]) -> Any:
+    import yaml
+
     shown = _display(path, root)
     try:
         text = path.read_text(encoding="utf-8")
@@ -116,7 +121,7 @@ def _read_yaml(path: Path, root: Path, problems: list[Problem]) -> Any:
         problems.append(Problem(shown, None, None, f"cannot read: {exc}"))
         return None
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
@@ -231,6 +236,8 @@ def _loc(err: Any) -> str:
 
 def _validated(kind: type[BaseModel], table: dict[str, _Raw],
                problems: list[Problem]) -> dict[str, Any]:
+    from pydantic import ValidationError
+
     out: dict[str, Any] = {}
     for key, raw in table.items():
         try:
@@ -346,8 +353,21 @@ def validate(directory: str | os.PathLike[str] | None = None) -> list[Problem]:
 
 def load(extra: Sequence[str | os.PathLike[str]] | None = None,
          environ: dict[str, str] | None = None) -> Catalog:
-    """The bundled catalog with the user's directories on top; raises on the first problem."""
+    """The bundled catalog with the user's directories on top; raises on the first problem.
+
+    A catalog loaded before from the same, unchanged directories comes from the cache
+    (:mod:`advisor.catalog.cache`), which returns what a fresh load would."""
+    from advisor.catalog import cache
+
     dirs = [bundled_dir(), *user_dirs(extra, environ)]
+    try:  # the key is taken before the files are read: one changed meanwhile misses next time
+        digest: bytes | None = cache.key(dirs) if cache.enabled() else None
+    except Exception:  # noqa: BLE001 - no cache then, only a slower load
+        digest = None
+    if digest is not None:
+        cached = cache.read(dirs, digest)
+        if cached is not None:
+            return cached
     cat, problems = _build(dirs)
     if problems:
         first = problems[0]
@@ -356,4 +376,6 @@ def load(extra: Sequence[str | os.PathLike[str]] | None = None,
             first.message + more, file=first.file, entry=first.entry, field=first.field,
             hint="run 'advisor catalog validate DIR' to list every problem",
         )
+    if digest is not None:
+        cache.write(dirs, digest, cat)
     return cat

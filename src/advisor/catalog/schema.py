@@ -34,7 +34,7 @@ PosInt = Annotated[int, Field(gt=0)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Provenance(_Model):

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 
-from advisor.catalog import validate
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, with_cloud_options
 from advisor.clouds.registry import CLOUDS, EXAMPLE_INSTANCE
@@ -111,6 +110,8 @@ def validate_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Check a catalog and report every problem with file, entry and field."""
+    from advisor.catalog.loader import validate
+
     problems = validate(directory)
     if json:
         out.emit_json({"ok": not problems, "problems": [p.as_dict() for p in problems]})

@@ -7,11 +7,12 @@ import inspect
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from advisor.catalog import Catalog, load
+if TYPE_CHECKING:  # the catalog (pydantic, yaml) loads when a command runs, not for --help
+    from advisor.catalog import Catalog
 
 CatalogDirs = Annotated[
     list[Path] | None,
@@ -36,6 +37,8 @@ GpuFilter = Annotated[list[str] | None, typer.Option(
 
 
 def catalog_from(dirs: list[Path] | None) -> Catalog:
+    from advisor.catalog.loader import load
+
     return load(dirs or None)
 
 

@@ -8,7 +8,7 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, one_gpu
-from advisor.core.engine import DEFAULT_VLLM_VERSION
+from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
 
 def fit_cmd(

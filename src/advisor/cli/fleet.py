@@ -15,7 +15,7 @@ from advisor.cli.common import (
     RegionFilter,
     catalog_from,
 )
-from advisor.core.engine import DEFAULT_VLLM_VERSION
+from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
 
 def plan_cmd(

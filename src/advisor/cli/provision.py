@@ -11,7 +11,7 @@ import typer
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, with_cloud_options
 from advisor.clouds.registry import CLOUDS, key_ref_forms
-from advisor.core.engine import DEFAULT_VLLM_VERSION
+from advisor.core.defaults import DEFAULT_VLLM_VERSION
 from advisor.errors import UserInputError
 
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before spending or "

@@ -16,7 +16,7 @@ from advisor.cli.common import (
     catalog_from,
     one_gpu,
 )
-from advisor.core.engine import DEFAULT_VLLM_VERSION
+from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
 Model = Annotated[str, typer.Option("--model", "-m", help="A model alias or a config.json path.")]
 Version = Annotated[str, typer.Option(help="The vLLM release to model.")]

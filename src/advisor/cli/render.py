@@ -10,7 +10,7 @@ import typer
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
 from advisor.clouds.registry import key_ref_forms
-from advisor.core.engine import DEFAULT_VLLM_VERSION
+from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
 
 def render_cmd(

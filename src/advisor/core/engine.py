@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+# re-exported: the constant lives in a module the CLI reads without importing pydantic
+from advisor.core.defaults import DEFAULT_VLLM_VERSION as DEFAULT_VLLM_VERSION
 from advisor.errors import UserInputError
 
-#: the vLLM release advisor pins for provisioning and assumes when none is given
-DEFAULT_VLLM_VERSION = "0.11.0"
 GIB = 2**30
 
 
