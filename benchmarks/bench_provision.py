@@ -83,9 +83,11 @@ def main() -> int:
     os.environ["ADVISOR_HOME"] = tempfile.mkdtemp(prefix="advisor-bench-")
     from advisor.provisioning import provision
 
-    provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="warm", dry_run=True)
+    provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+              instance="aws:g6e.xlarge", name="warm", dry_run=True)
     tracemalloc.start()
-    provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="mem", dry_run=True)
+    provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+              instance="aws:g6e.xlarge", name="mem", dry_run=True)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
 

@@ -7,7 +7,9 @@
 #   ADVISOR_MODEL ADVISOR_PORT ADVISOR_TP ADVISOR_MAX_MODEL_LEN ADVISOR_GPU_MEM_UTIL
 #   ADVISOR_HOST            address to listen on (default 127.0.0.1)
 #   ADVISOR_API_KEY_REF     where the API key lives: aws-ssm:NAME, gcp-secret:NAME,
-#                           azure-kv:VAULT/NAME or file:PATH (never the key itself)
+#                           azure-kv:VAULT/NAME or file:PATH (never the key itself); an empty
+#                           or unreadable key stops the replica instead of serving openly
+#   ADVISOR_HF_TOKEN_REF    where the Hugging Face token lives (same forms), for gated models
 #   ADVISOR_VENV            the virtual environment holding vLLM (default /opt/advisor/venv)
 #   ADVISOR_SYSFS_ROOT      prefix for /sys (tests use a fake tree)
 #   ADVISOR_BUS_IDS         GPU PCI bus ids in index order, instead of asking nvidia-smi
@@ -109,17 +111,64 @@ if [[ "$hidden" == 0 && "${#nodes[@]}" -ge 1 ]]; then
 fi
 
 key_ref="${ADVISOR_API_KEY_REF:-}"
-fetch_key() {
-  case "$key_ref" in
-    aws-ssm:*) aws ssm get-parameter --with-decryption --name "${key_ref#aws-ssm:}" \
-                 --query Parameter.Value --output text ;;
-    gcp-secret:*) gcloud secrets versions access latest --secret "${key_ref#gcp-secret:}" ;;
-    azure-kv:*) ref="${key_ref#azure-kv:}"
-                az keyvault secret show --vault-name "${ref%%/*}" --name "${ref#*/}" \
-                  --query value -o tsv ;;
-    file:*) cat "${key_ref#file:}" ;;
-    *) log "ADVISOR_API_KEY_REF is not set to a known secret store"; return 1 ;;
+token_ref="${ADVISOR_HF_TOKEN_REF:-}"
+imds_aws() {  # IMDSv2: a session token first (advisor's instances require it)
+  local t
+  t="$(curl -fsS -m 5 -X PUT http://169.254.169.254/latest/api/token \
+        -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')"
+  curl -fsS -m 5 -H "X-aws-ec2-metadata-token: $t" "http://169.254.169.254/latest/meta-data/$1"
+}
+json_field() {  # the string at a dotted path of the JSON on stdin
+  python3 -c 'import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1].split("."):
+    v = v[k]
+sys.stdout.write(v)' "$1"
+}
+# Each secret store is read the way its instance can without extra tools: the region from
+# IMDSv2 on AWS (the aws CLI is on the DLAMI), the metadata server's token and the REST API on
+# GCP and Azure (curl and python3 are on every image; no gcloud or az CLI needed).
+fetch_secret() {
+  local ref="$1" name tok project
+  case "$ref" in
+    aws-ssm:*) aws ssm get-parameter --region "$(imds_aws placement/region)" --with-decryption \
+                 --name "${ref#aws-ssm:}" --query Parameter.Value --output text ;;
+    gcp-secret:*)
+      name="${ref#gcp-secret:}"
+      tok="$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
+        http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token \
+        | json_field access_token)"
+      project="$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
+        http://metadata.google.internal/computeMetadata/v1/project/project-id)"
+      curl -fsS -m 30 -H "Authorization: Bearer $tok" \
+        "https://secretmanager.googleapis.com/v1/projects/$project/secrets/$name/versions/latest:access" \
+        | json_field payload.data | base64 -d ;;
+    azure-kv:*)
+      name="${ref#azure-kv:}"
+      tok="$(curl -fsS -m 10 -H 'Metadata: true' \
+        'http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net' \
+        | json_field access_token)"
+      curl -fsS -m 30 -H "Authorization: Bearer $tok" \
+        "https://${name%%/*}.vault.azure.net/secrets/${name#*/}?api-version=7.4" \
+        | json_field value ;;
+    file:*) cat "${ref#file:}" ;;
+    *) log "secret reference '$ref' names no known secret store"; return 1 ;;
   esac
+}
+# A secret that comes back empty stops the replica: vLLM only enforces a non-empty key, so an
+# empty one would serve the API to anyone.
+read_secret() {
+  local what="$1" ref="$2" value
+  if ! value="$(fetch_secret "$ref")"; then
+    log "$what: could not read $ref; not starting"
+    exit 1
+  fi
+  value="${value%$'\n'}"
+  if [[ -z "$value" ]]; then
+    log "$what from $ref is empty; refusing to start without it"
+    exit 1
+  fi
+  printf '%s' "$value"
 }
 
 role="${ADVISOR_ROLE:-single}"
@@ -168,6 +217,7 @@ if [[ "$dry_run" == 1 ]]; then
     printf 'CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=%q OMP_NUM_THREADS=%q VLLM_API_KEY=<from %q>' \
       "$ADVISOR_GPUS" "${threads:-unset}" "${key_ref:-nowhere}"
   fi
+  if [[ -n "$token_ref" ]]; then printf ' HF_TOKEN=<from %q>' "$token_ref"; fi
   printf ' %q' "${cmd[@]}"
   printf '\n'
   exit 0
@@ -175,11 +225,19 @@ fi
 
 # indices are nvidia-smi's (PCI bus order); CUDA's default order is fastest-first
 export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="$ADVISOR_GPUS"
+if [[ -n "$token_ref" ]]; then  # a gated repository: the Hub wants a token to download
+  HF_TOKEN="$(read_secret "the Hugging Face token" "$token_ref")"
+  export HF_TOKEN
+fi
 if [[ -n "$threads" ]]; then export OMP_NUM_THREADS="$threads"; fi
 if [[ "$role" == worker ]]; then
   exec "${cmd[@]}"
 fi
-VLLM_API_KEY="$(fetch_key)"
+if [[ -z "$key_ref" ]]; then
+  log "ADVISOR_API_KEY_REF is not set; refusing to serve without an API key"
+  exit 1
+fi
+VLLM_API_KEY="$(read_secret "the API key" "$key_ref")"
 export VLLM_API_KEY
 if [[ "$role" == head ]]; then
   "${ray_head[@]}"

@@ -118,15 +118,18 @@ def test_files_split_workload_and_kubelet_settings():
 
 def test_cli_render_k8s(cli, tmp_path):
     out = tmp_path / "k"
-    r = cli("render", "-m", "llama-3.1-405b", "--ctx", "8192", "--instance", "aws:p5.48xlarge",
+    r = cli("render", "-m", "llama-3.1-405b", "--hf-token-ref", "file:/etc/advisor/hf-token",
+            "--ctx", "8192", "--instance", "aws:p5.48xlarge",
             "--target", "k8s", "--out", str(out), "--json")
     assert r.exit_code == 0, r.stderr
     docs = list(yaml.safe_load_all((out / "manifests.yaml").read_text()))
     assert docs[0]["kind"] == "LeaderWorkerSet"
-    bad = cli("render", "-m", "llama-3-8b", "--ctx", "8192", "--target", "helm", "--out",
+    bad = cli("render", "-m", "llama-3-8b", "--hf-token-ref", "file:/etc/advisor/hf-token",
+              "--ctx", "8192", "--target", "helm", "--out",
               str(tmp_path / "h"))
     assert bad.exit_code == 2 and "--target" in bad.stderr and not (tmp_path / "h").exists()
-    hostile = cli("render", "-m", "llama-3-8b", "--ctx", "8192", "--target", "k8s", "--name",
+    hostile = cli("render", "-m", "llama-3-8b", "--hf-token-ref", "file:/etc/advisor/hf-token",
+                  "--ctx", "8192", "--target", "k8s", "--name",
                   "x; rm", "--out", str(tmp_path / "n"))
     assert hostile.exit_code == 2 and not (tmp_path / "n").exists()
 

@@ -151,7 +151,8 @@ def test_render_head_and_worker():
         doc = yaml.safe_load(files[name])
         pip = next(c for c in doc["runcmd"] if "pip" in c[0])
         assert "vllm==0.11.0" in pip and "ray[default]" in pip
-        assert ["systemctl", "enable", "--now", "vllm@0.service"] in doc["runcmd"]
+        assert ["systemctl", "enable", "vllm@0.service"] in doc["runcmd"]
+        assert ["systemctl", "start", "--no-block", "vllm@0.service"] in doc["runcmd"]
     assert "ADVISOR_ROLE=worker" in files["worker/user-data"]
     assert "ADVISOR_ROLE=head" in files["user-data"]
 

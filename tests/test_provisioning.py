@@ -62,7 +62,8 @@ def test_candidates_follow_the_ranking_and_regions():
 
 
 def test_world_open_range_is_allowed_but_warned(tmp_path):
-    res = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="w",
+    res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                    instance="aws:g6e.xlarge", name="w",
                     allow_cidrs=["0.0.0.0/0"], dry_run=True)
     assert any("whole internet" in w for w in res.warnings)
     rule = res.requests[0]["calls"][1]
@@ -70,7 +71,8 @@ def test_world_open_range_is_allowed_but_warned(tmp_path):
     assert rule["body"]["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "0.0.0.0/0"
     # and the replica listens on all interfaces only because a range was opened
     assert "ADVISOR_HOST=0.0.0.0" in res.user_data
-    closed = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="w", dry_run=True)
+    closed = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                       instance="aws:g6e.xlarge", name="w", dry_run=True)
     assert "ADVISOR_HOST=127.0.0.1" in closed.user_data and closed.warnings == []
 
 
@@ -145,7 +147,8 @@ def _cap(zone):
 def test_failover_order_zone_then_region(tmp_path):
     p = Scripted({"us-east-1": ["us-east-1a", "us-east-1b"], "us-west-2": ["us-west-2a"]},
                  {"us-east-1a": _cap("a"), "us-east-1b": _cap("b")})
-    res = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="order",
+    res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                    instance="aws:g6e.xlarge", name="order",
                     regions=["us-east-1", "us-west-2"], providers={"aws": p},
                     store=Store(tmp_path / "s.db"))
     assert p.launched == ["us-east-1a", "us-east-1b", "us-west-2a"]
@@ -158,7 +161,8 @@ def test_denied_provider_is_not_asked_again(tmp_path):
     p = Scripted({"us-east-1": ["us-east-1a"], "us-west-2": ["us-west-2a"]},
                  {"us-east-1a": denied})
     with pytest.raises(OperationError, match="denied"):
-        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="denied",
+        provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                  instance="aws:g6e.xlarge", name="denied",
                   regions=["us-east-1", "us-west-2"], providers={"aws": p},
                   store=Store(tmp_path / "s.db"))
     assert p.launched == ["us-east-1a"]
@@ -169,7 +173,8 @@ def test_malformed_request_stops_at_once(tmp_path):
     p = Scripted({"us-east-1": ["us-east-1a", "us-east-1b"]}, {"us-east-1a": bad})
     store = Store(tmp_path / "s.db")
     with pytest.raises(CloudError, match="InvalidParameterCombination"):
-        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="fatal",
+        provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                  instance="aws:g6e.xlarge", name="fatal",
                   providers={"aws": p}, store=store)
     assert p.launched == ["us-east-1a"] and p.terminated == ["us-east-1"]
     assert store.require("fatal").status == "failed"
@@ -184,7 +189,8 @@ def test_not_confirmed_launches_nothing(tmp_path):
         return False
 
     with pytest.raises(UserInputError, match="not confirmed"):
-        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="asked", confirm=no,
+        provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                  instance="aws:g6e.xlarge", name="asked", confirm=no,
                   providers={"aws": p}, store=Store(tmp_path / "s.db"))
     assert p.launched == [] and p.networks == {}
     assert "g6e.xlarge" in seen[0] and "$" in seen[0]

@@ -46,8 +46,9 @@ def test_no_secret_in_any_file():
     files = render(ND, place(ND, CAT, 8, 1), REQ)
     for name, text in files.items():
         # the only assignments are the dry-run placeholder and the fetch at boot
-        assert re.search(r'VLLM_API_KEY=(?!<from|"\$\(fetch_key\)")', text) is None, name
-        assert "hf_" not in text and "BEGIN PRIVATE KEY" not in text
+        assert re.search(r'VLLM_API_KEY=(?!<from|"\$\(read_secret )', text) is None, name
+        # a Hugging Face token looks like hf_ and 34 letters and digits
+        assert re.search(r"hf_[A-Za-z0-9]{30,}", text) is None and "BEGIN PRIVATE KEY" not in text
     assert "ADVISOR_API_KEY_REF=azure-kv:myvault/vllm-key" in files["env/vllm-0.env"]
 
 
@@ -203,15 +204,18 @@ def test_write_is_atomic_and_never_overwrites(tmp_path):
 
 def test_cli_render(cli, tmp_path):
     out = tmp_path / "r"
-    r = cli("render", "-m", "llama-3-8b", "--ctx", "8192", "--instance",
+    r = cli("render", "-m", "llama-3-8b", "--hf-token-ref", "file:/etc/advisor/hf-token",
+            "--ctx", "8192", "--instance",
             "azure:Standard_ND96isr_H100_v5", "--tp", "4", "--out", str(out),
             "--api-key-ref", "azure-kv:myvault/vllm-key", "--json")
     assert r.exit_code == 0, r.output
     assert (out / "env" / "vllm-1.env").exists()
-    bad = cli("render", "-m", "llama-3-8b", "--ctx", "8192", "--instance",
+    bad = cli("render", "-m", "llama-3-8b", "--hf-token-ref", "file:/etc/advisor/hf-token",
+              "--ctx", "8192", "--instance",
               "azure:Standard_ND96isr_H100_v5", "--tp", "4", "--out", str(tmp_path / "s"))
     assert bad.exit_code == 2 and "--api-key-ref is needed" in bad.stderr
-    big = cli("render", "-m", "llama-3.1-70b", "--ctx", "8192", "--instance", "aws:g6.xlarge",
+    big = cli("render", "-m", "llama-3.1-70b", "--hf-token-ref", "file:/etc/advisor/hf-token",
+              "--ctx", "8192", "--instance", "aws:g6.xlarge",
               "--tp", "1", "--out", str(tmp_path / "t"))
     assert big.exit_code == 2 and "does not fit" in big.stderr
     assert not (tmp_path / "t").exists() and not (tmp_path / "s").exists()
@@ -219,7 +223,8 @@ def test_cli_render(cli, tmp_path):
 
 def test_cli_render_takes_the_top_recommendation(cli, tmp_path):
     out = tmp_path / "top"
-    r = cli("render", "-m", "llama-3-8b", "--ctx", "8192", "--out", str(out), "--json")
+    r = cli("render", "-m", "llama-3-8b", "--hf-token-ref", "file:/etc/advisor/hf-token",
+            "--ctx", "8192", "--out", str(out), "--json")
     assert r.exit_code == 0, r.output
     v = __import__("json").loads(r.stdout)
     best = advisor.recommend("llama-3-8b", 8192, top=1)[0]

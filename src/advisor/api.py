@@ -320,19 +320,35 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
     return (options, misses) if with_misses else options
 
 
+def require_token(cat: Catalog, model: str, hf_token_ref: str | None) -> None:
+    """A model the catalog marks as gated cannot be downloaded without a Hugging Face token:
+    refuse before anything is rendered or launched, rather than fail at boot."""
+    from advisor.clouds.registry import token_ref_forms
+
+    entry = cat.models.get(model) or next(
+        (m for m in cat.models.values() if m.hf_id.lower() == model.lower()), None)
+    if entry is not None and entry.gated and hf_token_ref is None:
+        raise UserInputError(f"{entry.hf_id} is a gated repository: the instance needs a "
+                             "Hugging Face token to download it",
+                             hint="store a token with access to it in the cloud's secret store "
+                             f"and pass --hf-token-ref ({token_ref_forms()})")
+
+
 def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int | None,
               vllm_version: str, gpu_memory_utilization: float
-              ) -> tuple[InstanceType, Plan]:
-    """The instance and layout to render: the top recommendation, or the named instance with
-    the layout the ranking gives it, or the named instance at the TP the user asked for."""
+              ) -> tuple[InstanceType, Plan, float]:
+    """The instance and layout to render, and one replica's weights in GiB (all its GPUs):
+    the top recommendation, or the named instance with the layout the ranking gives it, or the
+    named instance at the TP the user asked for."""
     from advisor.core.layouts import place
 
     plan = None
+    weights = 0.0
     if instance is None:
         best = recommend(model, ctx, catalog=cat, top=1)[0]
         inst = cat.instance(f"{best.provider}:{best.instance}")
         if tp is None or tp == best.plan.tp:
-            plan = best.plan
+            plan, weights = best.plan, best.fit.weights_gib * best.plan.tp * best.plan.pp
     else:
         inst = cat.instance(instance)
     if plan is None and tp is None:
@@ -341,7 +357,7 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
         if not mine:
             raise UserInputError(f"{model} does not fit on {inst.key} at ctx {ctx}",
                                  hint="'advisor fit' shows by how much")
-        plan = mine[0].plan
+        plan, weights = mine[0].plan, mine[0].fit.weights_gib * mine[0].plan.tp * mine[0].plan.pp
     if plan is None:
         assert tp is not None
         if tp <= 0 or inst.gpu.count % tp:
@@ -354,8 +370,8 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
             raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
                                  f"{result.notes[0] if result.notes else ''}",
                                  hint="raise --tp or shorten --ctx")
-        plan = place(inst, cat, tp, 1)
-    return inst, plan
+        plan, weights = place(inst, cat, tp, 1), result.weights_gib * tp
+    return inst, plan, weights
 
 
 @boundary
@@ -364,11 +380,12 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                  host: str = "127.0.0.1", api_key_ref: str | None = None,
                  gpu_memory_utilization: float = 0.9, target: str = "cloud-init",
                  name: str | None = None, ray_head: str | None = None,
+                 hf_token_ref: str | None = None,
                  catalog: Catalog | None = None) -> RenderResult:
     """The files that bring ``model`` up on ``instance`` (default: the top recommendation):
     cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests."""
     from advisor.clouds.registry import CLOUDS, info, key_ref_for
-    from advisor.render.cloudinit import RenderRequest, render
+    from advisor.render.cloudinit import RenderRequest, check_value, render, start_timeout_s
 
     if target not in ("cloud-init", "k8s"):
         raise UserInputError(f"--target {target!r} is not cloud-init or k8s")
@@ -377,12 +394,22 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                         port=port, host=host, api_key_ref="file:/placeholder",
                         gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)
     cat = catalog or load_catalog()
+    if hf_token_ref is not None:
+        check_value("api_key_ref", hf_token_ref)
     if model in cat.models:
         repo = cat.models[model].hf_id
     else:
         repo = model
         model_spec(model, catalog=cat)  # a repo id must at least be sizeable (cached config)
-    inst, plan = _plan_for(model, ctx, cat, instance, tp, vllm_version, gpu_memory_utilization)
+    require_token(cat, model, hf_token_ref)
+    inst, plan, weights = _plan_for(model, ctx, cat, instance, tp, vllm_version,
+                                    gpu_memory_utilization)
+    token_ref = hf_token_ref and key_ref_for(inst.provider, hf_token_ref)
+    if hf_token_ref and token_ref != hf_token_ref:
+        raise UserInputError(f"--hf-token-ref {hf_token_ref!r} is another cloud's secret store; "
+                             f"{inst.key} cannot read it",
+                             hint="e.g. --hf-token-ref "
+                             + info(inst.provider).key_scheme.token_example)
     key_ref = key_ref_for(inst.provider, api_key_ref)
     if key_ref is None:
         example = (info(inst.provider).key_scheme.example if inst.provider in CLOUDS
@@ -391,7 +418,9 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                              + (f" ({api_key_ref} is another cloud's secret store)"
                                 if api_key_ref else ""),
                              hint=f"e.g. --api-key-ref {example}")
-    req = req.model_copy(update={"model": repo, "api_key_ref": key_ref})
+    req = req.model_copy(update={"model": repo, "api_key_ref": key_ref,
+                                 "hf_token_ref": token_ref,
+                                 "start_timeout_s": start_timeout_s(weights)})
     if target == "k8s":
         from advisor.clouds.base import check_name
         from advisor.provisioning import default_name

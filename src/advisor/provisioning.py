@@ -184,15 +184,17 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
 def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_repo: str,
                model_label: str, ctx: int, catalog: Catalog, weights_gib: float,
                vllm_version: str, port: int, api_key_ref: str, allow_cidrs: list[str],
+               hf_token_ref: str | None = None,
                ssh_cidrs: list[str], spot: bool, image: str | None,
                options: Mapping[str, str], gpu_memory_utilization: float = 0.9) -> LaunchSpec:
-    from advisor.render.cloudinit import RenderRequest, render
+    from advisor.render.cloudinit import RenderRequest, render, start_timeout_s
 
     # reachable from outside only when a range was opened for it; the firewall still decides
     host = "0.0.0.0" if allow_cidrs else "127.0.0.1"
     files = render(inst, plan, RenderRequest(
         model=model_repo, max_model_len=ctx, vllm_version=vllm_version, port=port, host=host,
-        api_key_ref=api_key_ref, gpu_memory_utilization=gpu_memory_utilization))
+        api_key_ref=api_key_ref, gpu_memory_utilization=gpu_memory_utilization,
+        hf_token_ref=hf_token_ref, start_timeout_s=start_timeout_s(weights_gib / plan.nodes)))
     return LaunchSpec(
         deployment=name, provider=inst.provider, instance_type=inst.name, region=region,
         gpu_model=inst.gpu.model, gpu_count=inst.gpu.count, vcpus=inst.vcpus,
@@ -201,6 +203,7 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
         disk_gib=disk_gib(weights_gib),
         ports=[port + i for i in range(plan.replicas)], spot=spot,
         allow_cidrs=allow_cidrs, ssh_cidrs=ssh_cidrs, image=image, api_key_ref=api_key_ref,
+        hf_token_ref=hf_token_ref,
         labels=user_agent_labels(name, model_label), options=dict(options))
 
 
@@ -209,7 +212,8 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
               instance: str | None = None, regions: list[str] | None = None,
               name: str | None = None, spot: bool = False,
               allow_cidrs: list[str] | None = None, ssh_cidrs: list[str] | None = None,
-              api_key_ref: str | None = None, image: str | None = None, port: int = 8000,
+              api_key_ref: str | None = None, hf_token_ref: str | None = None,
+              image: str | None = None, port: int = 8000,
               vllm_version: str = DEFAULT_VLLM_VERSION, dry_run: bool = False,
               wait: bool = False, wait_timeout_s: float = 900,
               confirm: Callable[[str], bool] | None = None,
@@ -233,15 +237,21 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     warnings += [f"{c} opens SSH to the whole internet" for c in ssh if is_world(c)]
     if provider is not None:
         registry.info(provider)  # NotFoundError naming the clouds
-    if api_key_ref is not None:
+    for flag, ref in (("--api-key-ref", api_key_ref), ("--hf-token-ref", hf_token_ref)):
+        if ref is None:
+            continue
         from advisor.render.cloudinit import check_value
 
-        check_value("api_key_ref", api_key_ref)
-        owner = registry.key_ref_cloud(api_key_ref)
+        check_value("api_key_ref", ref)
+        owner = registry.key_ref_cloud(ref)
         if provider is not None and owner not in (None, provider):
-            raise UserInputError(f"--api-key-ref {api_key_ref!r} is read from {owner}'s secret "
-                                 f"store, but the deployment goes to {provider}",
-                                 hint=f"use {registry.info(provider).key_scheme.example}")
+            scheme = registry.info(provider).key_scheme
+            example = scheme.example if flag == "--api-key-ref" else scheme.token_example
+            raise UserInputError(f"{flag} {ref!r} is read from {owner}'s secret store, but the "
+                                 f"deployment goes to {provider}", hint=f"use {example}")
+    from advisor.api import require_token
+
+    require_token(cat, model, hf_token_ref)
     picks = candidates(model, ctx, catalog=cat, provider=provider, instance=instance,
                        regions=regions, spot=spot, max_types=max_types,
                        vllm_version=vllm_version)
@@ -258,7 +268,8 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         # each cloud reads the key from its own secret store: a reference of another cloud is
         # never handed on (an Azure VM cannot read an SSM parameter)
         ref = registry.key_ref_for(inst.provider, api_key_ref)
-        if ref is None:
+        token = hf_token_ref and registry.key_ref_for(inst.provider, hf_token_ref)
+        if ref is None or token != hf_token_ref:  # a token is never rerouted to a default
             no_ref.add(inst.provider)
             continue
         if api_key_ref is not None and ref != api_key_ref and inst.provider not in rerouted:
@@ -267,7 +278,8 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
                             f"({api_key_ref} is another cloud's secret store)")
         spec = build_spec(inst, plan, region, name=name, model_repo=repo, model_label=alias,
                           ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
-                          port=port, api_key_ref=ref, allow_cidrs=allow, ssh_cidrs=ssh,
+                          port=port, api_key_ref=ref, hf_token_ref=token,
+                          allow_cidrs=allow, ssh_cidrs=ssh,
                           spot=spot, image=image, options=opts.get(inst.provider, {}))
         cands.append(Candidate(provider=inst.provider, instance_type=inst.name, region=region,
                                tp=plan.tp, replicas=plan.replicas, nodes=plan.nodes,
@@ -275,11 +287,13 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
 
     if not cands:
         example = registry.info(picks[0][0].provider).key_scheme.example
-        raise UserInputError(f"--api-key-ref is needed for {picks[0][0].provider}",
+        raise UserInputError(f"no candidate can read its secrets: --api-key-ref/--hf-token-ref "
+                             f"name no secret that {picks[0][0].provider} can read",
                              hint=f"e.g. --api-key-ref {example}")
     for cloud in sorted(no_ref):
-        warnings.append(f"{cloud} candidates skipped: --api-key-ref names no secret that {cloud} "
-                        f"can read (e.g. {registry.info(cloud).key_scheme.example})")
+        warnings.append(f"{cloud} candidates skipped: --api-key-ref/--hf-token-ref name no "
+                        f"secret that {cloud} can read (e.g. "
+                        f"{registry.info(cloud).key_scheme.example})")
     if dry_run:
         reqs = []
         for c in cands:

@@ -23,6 +23,8 @@ from advisor.state import Store
 from tests.providers.conftest import answer, ec2_error
 
 ADVISOR = shutil.which("advisor", path=str(Path(sys.executable).parent)) or shutil.which("advisor")
+#: every Llama alias is a gated repository: a provision names where the token is read
+TOKEN = ("--hf-token-ref", "aws-ssm:/advisor/hf-token")
 NAME = "llama-g6e"
 CAPACITY_MSG = ("We currently do not have sufficient g6e.xlarge capacity in the Availability "
                 "Zone you requested (us-east-1a). Our system will be working on provisioning "
@@ -57,7 +59,8 @@ def by_tag(client, name: str, states=("pending", "running", "stopping", "stopped
 
 
 def test_provision_status_down_end_to_end(aws):
-    r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+    r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
+            "--ctx", "8192", "--instance",
             "aws:g6e.xlarge", "--name", NAME, "--yes", "--json")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
@@ -73,13 +76,16 @@ def test_provision_status_down_end_to_end(aws):
     # the user-data on the instance is the cloud-config advisor rendered, byte for byte
     ud = client.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")
     text = base64.b64decode(ud["UserData"]["Value"]).decode()
-    dry = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name=NAME, dry_run=True)
+    dry = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                    instance="aws:g6e.xlarge", name=NAME, dry_run=True)
     assert text == dry.user_data
     assert text.startswith("#cloud-config\n")
     doc = yaml.safe_load(text)
-    assert ["systemctl", "enable", "--now", "vllm@0.service"] in doc["runcmd"]
+    assert ["systemctl", "start", "--no-block", "vllm@0.service"] in doc["runcmd"]
+    env = next(f for f in doc["write_files"] if f["path"] == "/etc/advisor/vllm-0.env")
+    assert "ADVISOR_HF_TOKEN_REF=aws-ssm:/advisor/hf-token" in env["content"]
     # the key is fetched at boot, never in user data (only the fetch and a dry-run placeholder)
-    assert re.search(r'VLLM_API_KEY=(?!<from|"\$\(fetch_key\)")', text) is None
+    assert re.search(r'VLLM_API_KEY=(?!<from|"\$\(read_secret )', text) is None
 
     # the root volume is sized for the weights and the venv, and encrypted
     vols = client.describe_volumes(Filters=[{"Name": "attachment.instance-id",
@@ -92,7 +98,8 @@ def test_provision_status_down_end_to_end(aws):
     assert sg["IpPermissions"] == []
 
     # provision again with the same name: nothing new
-    r2 = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+    r2 = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
+             "--ctx", "8192", "--instance",
              "aws:g6e.xlarge", "--name", NAME, "--yes", "--json")
     assert r2.returncode == 0, r2.stderr
     assert json.loads(r2.stdout)["status"] == "exists"
@@ -121,7 +128,8 @@ def test_provision_status_down_end_to_end(aws):
 
 
 def test_allow_cidr_opens_only_that_range(aws):
-    r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+    r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
+            "--ctx", "8192", "--instance",
             "aws:g6e.xlarge", "--name", "open-one", "--allow-cidr", "203.0.113.0/24", "--yes",
             "--json")
     assert r.returncode == 0, r.stderr
@@ -139,12 +147,14 @@ def test_bad_input_launches_nothing(aws):
         (["--provider", "ibm"], "unknown cloud provider"),
         (["--instance", "aws:g6e.xlargee"], "did you mean"),
     ):
-        r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--yes", *args)
+        r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
+                "--ctx", "8192", "--yes", *args)
         assert r.returncode == 2, (args, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
     # no --yes and no terminal: asks nobody, launches nothing
-    r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+    r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
+            "--ctx", "8192", "--instance",
             "aws:g6e.xlarge", "--name", "unasked")
     assert r.returncode == 2 and "--yes" in r.stderr
     assert by_tag(ec2(), "unasked") == []
@@ -154,7 +164,8 @@ def test_bad_input_launches_nothing(aws):
 
 def test_dry_run_calls_nothing_and_imports_no_sdk(tmp_path):
     code = ("import sys, json; import advisor.provisioning as p; "
-            "r = p.provision('llama-3-8b', 8192, instance='aws:g6e.xlarge', name='dry', "
+            "r = p.provision('llama-3-8b', 8192, hf_token_ref='aws-ssm:/advisor/hf-token', "
+            "instance='aws:g6e.xlarge', name='dry', "
             "dry_run=True); print(json.dumps(r.model_dump())); "
             "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ADVISOR_"))}
@@ -194,7 +205,8 @@ def test_capacity_error_moves_to_the_next_zone(aws, tmp_path):
 
     prov = _provider_with({"us-east-1/ec2": {"before-send.ec2.RunInstances": run_instances}})
     store = Store(tmp_path / "s.db")
-    res = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="fail-over",
+    res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                    instance="aws:g6e.xlarge", name="fail-over",
                     providers={"aws": prov}, store=store)
     assert res.status == "launched" and res.zone == "us-east-1b"
     first = res.attempts[0]
@@ -216,7 +228,8 @@ def test_quota_error_skips_the_region_and_cleans_it_up(aws, tmp_path):
         return quota(request)
 
     prov = _provider_with({"us-east-1/ec2": {"before-send.ec2.RunInstances": refuse}})
-    res = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="quota-skip",
+    res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                    instance="aws:g6e.xlarge", name="quota-skip",
                     regions=["us-east-1", "us-west-2"], providers={"aws": prov},
                     store=Store(tmp_path / "s.db"))
     assert res.region == "us-west-2" and res.status == "launched"
@@ -240,7 +253,8 @@ def test_quota_check_skips_a_region_before_launching(aws, tmp_path):
         "us-east-1/ec2": {"before-send.ec2.RunInstances": lambda request, **_: launched.append(
             "us-east-1")},
     })
-    res = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="quota-check",
+    res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                    instance="aws:g6e.xlarge", name="quota-check",
                     regions=["us-east-1", "us-west-2"], providers={"aws": prov},
                     store=Store(tmp_path / "s.db"))
     assert launched == [] and res.region == "us-west-2"
@@ -256,7 +270,8 @@ def test_every_zone_full_fails_cleanly(aws, tmp_path):
     from advisor.errors import OperationError
 
     with pytest.raises(OperationError, match="no candidate could be launched"):
-        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="all-full",
+        provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                  instance="aws:g6e.xlarge", name="all-full",
                   providers={"aws": prov}, store=store)
     assert store.require("all-full").status == "failed"
     assert by_tag(ec2(), "all-full") == []
@@ -277,7 +292,8 @@ def test_crash_after_launch_is_found_by_reconcile(aws, monkeypatch):
 
     with monkeypatch.context() as m, pytest.raises(Killed):
         m.setattr(Store, "record_instance", die)
-        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="crashed", store=store,
+        provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                  instance="aws:g6e.xlarge", name="crashed", store=store,
                   providers={"aws": AwsProvider(sleep=lambda _s: None)})
     dep = store.require("crashed")
     assert dep.status == "launching" and dep.instances == []
@@ -293,7 +309,8 @@ def test_crash_after_launch_is_found_by_reconcile(aws, monkeypatch):
 
 
 def test_wait_until_running(aws):
-    r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+    r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
+            "--ctx", "8192", "--instance",
             "aws:g6e.xlarge", "--name", "waited", "--yes", "--wait", "--json")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
@@ -306,7 +323,8 @@ def test_no_credentials_is_one_line_and_launches_nothing(aws, tmp_path):
     env = {**aws, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
            "AWS_CONFIG_FILE": str(tmp_path / "none"),
            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
-    r = cli(env, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+    r = cli(env, "provision", "--model", "llama-3-8b", *TOKEN,
+            "--ctx", "8192", "--instance",
             "aws:g6e.xlarge", "--name", "nocreds", "--yes")
     assert r.returncode == 1, r.stderr
     lines = r.stderr.strip().splitlines()
@@ -315,7 +333,8 @@ def test_no_credentials_is_one_line_and_launches_nothing(aws, tmp_path):
 
 
 def test_hostile_region_is_refused(aws):
-    r = cli(aws, "provision", "--model", "llama-3-8b", "--ctx", "8192", "--instance",
+    r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
+            "--ctx", "8192", "--instance",
             "aws:g6e.xlarge", "--region", "us-east-1; rm -rf /", "--yes")
     assert r.returncode == 2 and "is not a region name" in r.stderr
 
@@ -329,7 +348,8 @@ def test_a_foreign_role_of_the_same_name_is_not_taken_over(aws, tmp_path):
     from advisor.clouds.base import CloudError
 
     with pytest.raises(CloudError, match="did not create"):
-        provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="taken",
+        provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                  instance="aws:g6e.xlarge", name="taken",
                   providers={"aws": AwsProvider(sleep=lambda _s: None)},
                   store=Store(tmp_path / "s.db"))
     assert iam.list_role_policies(RoleName="advisor-taken")["PolicyNames"] == []
@@ -380,7 +400,8 @@ def test_multi_node_group_in_one_placement_group_over_efa(aws, tmp_path):
         "before-send.ec2.DeletePlacementGroup": delete,
         "before-send.ec2.RunInstances": run}})
     store = Store(tmp_path / "s.db")
-    res = provision("llama-3.1-405b", 8192, instance="aws:p5.48xlarge", name="big",
+    res = provision("llama-3.1-405b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                    instance="aws:p5.48xlarge", name="big",
                     providers={"aws": prov}, store=store)
     assert res.nodes == 2 and len(res.instances) == 2
     head, worker = res.instances

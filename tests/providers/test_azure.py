@@ -43,7 +43,8 @@ def azure(arm) -> AzureProvider:
 
 
 def launch(arm, tmp_path, name="h100-nvl", **kw):
-    return provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name=name,
+    return provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                     instance=f"azure:{SIZE}", name=name,
                      api_key_ref=KEY_REF, providers={"azure": azure(arm)},
                      store=Store(tmp_path / "s.db"), **kw)
 
@@ -55,7 +56,8 @@ def test_vm_body_and_network(arm, tmp_path):
     p = vm["properties"]
     assert p["hardwareProfile"]["vmSize"] == SIZE and vm["zones"] == ["1"]
     custom = base64.b64decode(p["osProfile"]["customData"]).decode()
-    dry = provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name="h100-nvl",
+    dry = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                    instance=f"azure:{SIZE}", name="h100-nvl",
                     api_key_ref=KEY_REF, dry_run=True)
     assert custom == dry.user_data and custom.startswith("#cloud-config")
     assert "azure-kv:advisor-vault/vllm-api-key" in custom  # a reference, not the key
@@ -135,13 +137,15 @@ def test_a_users_resource_group_is_used_not_rewritten(arm, tmp_path):
     mine = AzureProvider(subscription_id=sub, credential=FakeCredential(),
                          transport=transport(arm), polling_interval=0, resource_group="team-rg")
     with pytest.raises(UserInputError, match="'team-rg' does not exist"):
-        provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name="in-team",
+        provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                  instance=f"azure:{SIZE}", name="in-team",
                   api_key_ref=KEY_REF, providers={"azure": mine}, store=Store(tmp_path / "s.db"))
     assert arm.puts("virtualMachines") == [] and arm.puts("networkSecurityGroups") == []
     key = f"/subscriptions/{sub}/resourcegroups/team-rg"
     arm.resources[key] = {"id": key, "name": "team-rg", "location": "eastus",
                           "tags": {"owner": "team"}, "properties": {}}
-    res = provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name="in-team",
+    res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                    instance=f"azure:{SIZE}", name="in-team",
                     api_key_ref=KEY_REF, providers={"azure": mine},
                     store=Store(tmp_path / "s.db"))
     assert res.status == "launched"
@@ -154,7 +158,8 @@ def test_multi_node_group(tmp_path):
     arm = FakeArm(skus=[{**sku("eastus"), "name": "Standard_ND96isr_H100_v5",
                          "family": "standardNDSH100v5Family"}])
     store = Store(tmp_path / "s.db")
-    res = provision("llama-3.1-405b", 8192, instance="azure:Standard_ND96isr_H100_v5",
+    res = provision("llama-3.1-405b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                    instance="azure:Standard_ND96isr_H100_v5",
                     name="big", api_key_ref=KEY_REF, providers={"azure": azure(arm)},
                     store=store)
     assert res.nodes == 2 and [i.id for i in res.instances] == ["big", "big-w1"]

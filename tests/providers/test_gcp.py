@@ -45,7 +45,8 @@ def inserts(fake, kind="instances"):
 
 def test_launch_sends_the_exact_body(fake, tmp_path):
     store = Store(tmp_path / "s.db")
-    res = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="l4-box",
+    res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name="l4-box",
                     providers={"gcp": gcp(fake)}, store=store)
     assert res.status == "launched" and res.zone == "us-central1-a"
     [(path, body)] = inserts(fake)
@@ -57,7 +58,8 @@ def test_launch_sends_the_exact_body(fake, tmp_path):
     assert body["labels"]["advisor-deployment"] == "l4-box"
     assert body["tags"]["items"] == ["advisor-l4-box"]
     meta = {i["key"]: i["value"] for i in body["metadata"]["items"]}
-    dry = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="l4-box",
+    dry = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name="l4-box",
                     dry_run=True)
     assert meta["user-data"] == dry.user_data and meta["user-data"].startswith("#cloud-config")
     disk = body["disks"][0]["initializeParams"]
@@ -66,7 +68,8 @@ def test_launch_sends_the_exact_body(fake, tmp_path):
     assert res.instances[0].public_ip == "198.51.100.7"
 
     # the same name again: found by label, nothing inserted
-    again = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="l4-box",
+    again = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                      instance="gcp:g2-standard-8", name="l4-box",
                       providers={"gcp": gcp(fake)}, store=store)
     assert again.status == "exists" and len(inserts(fake)) == 1
 
@@ -76,7 +79,8 @@ def test_launch_sends_the_exact_body(fake, tmp_path):
 
 
 def test_spot_and_firewall_rules(fake, tmp_path):
-    provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="spotty", spot=True,
+    provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+              instance="gcp:g2-standard-8", name="spotty", spot=True,
               allow_cidrs=["203.0.113.0/24"], ssh_cidrs=["198.51.100.7/32"],
               providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     [(_, body)] = inserts(fake)
@@ -95,7 +99,8 @@ def test_spot_and_firewall_rules(fake, tmp_path):
 
 def test_exhausted_zone_moves_on(fake, tmp_path):
     fake.fail["us-central1-a"] = EXHAUSTED
-    res = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="moved",
+    res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name="moved",
                     providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     assert res.zone == "us-central1-b"
     a = res.attempts[0]
@@ -105,7 +110,8 @@ def test_exhausted_zone_moves_on(fake, tmp_path):
 
 def test_quota_exceeded_skips_the_region(fake, tmp_path):
     fake.fail["us-central1-a"] = QUOTA
-    res = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="quota",
+    res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name="quota",
                     regions=["us-central1", "us-east4"], providers={"gcp": gcp(fake)},
                     store=Store(tmp_path / "s.db"))
     assert res.region == "us-east4" and res.zone == "us-east4-c"
@@ -118,7 +124,8 @@ def test_quota_check_reads_the_regions_gpu_quota(fake, tmp_path):
     fake.quotas["us-central1"] = [{"metric": "NVIDIA_L4_GPUS", "limit": 0.0, "usage": 0.0},
                                   {"metric": "CPUS", "limit": 24.0, "usage": 0.0}]
     fake.quotas["us-east4"] = [{"metric": "NVIDIA_L4_GPUS", "limit": 4.0, "usage": 1.0}]
-    res = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="checked",
+    res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name="checked",
                     regions=["us-central1", "us-east4"], providers={"gcp": gcp(fake)},
                     store=Store(tmp_path / "s.db"))
     assert res.region == "us-east4"
@@ -141,7 +148,8 @@ def test_n1_with_a_t4_gets_guest_accelerators(fake, tmp_path, make_catalog):
               default: {source: "test fixture", as_of: 2026-12-01, confidence: inferred}
     """})
     cat = advisor.load_catalog([cat_dir])
-    provision("llama-3-8b", 4096, instance="gcp:n1-standard-32", name="n1-t4", catalog=cat,
+    provision("llama-3-8b", 4096, hf_token_ref="gcp-secret:advisor-hf-token",
+              instance="gcp:n1-standard-32", name="n1-t4", catalog=cat,
               providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     [(_, body)] = inserts(fake)
     assert body["guestAccelerators"] == [{
@@ -153,7 +161,8 @@ def test_every_zone_exhausted_fails_and_leaves_no_firewall(fake, tmp_path):
     fake.fail["us-central1-a"] = fake.fail["us-central1-b"] = EXHAUSTED
     store = Store(tmp_path / "s.db")
     with pytest.raises(OperationError, match="no candidate"):
-        provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="nothing",
+        provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                  instance="gcp:g2-standard-8", name="nothing",
                   allow_cidrs=["203.0.113.0/24"], providers={"gcp": gcp(fake)}, store=store)
     assert fake.instances == {} and fake.firewalls == {}
     assert store.require("nothing").status == "failed"
@@ -161,7 +170,8 @@ def test_every_zone_exhausted_fails_and_leaves_no_firewall(fake, tmp_path):
 
 def test_reconcile_notices_a_vanished_instance_and_keeps_the_project(fake, tmp_path):
     store = Store(tmp_path / "s.db")
-    provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="vanish",
+    provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+              instance="gcp:g2-standard-8", name="vanish",
               providers={"gcp": gcp(fake)}, store=store,
               provider_options={"gcp": {"project": "proj"}})
     assert store.require("vanish").spec["options"]["gcp"] == {"project": "proj"}
@@ -176,7 +186,8 @@ def test_multi_node_group_in_one_zone(fake, tmp_path):
     fake.zones["a3-highgpu-8g"] = ["us-east4-a", "us-east4-b"]
     fake.fail_workers["us-east4-a"] = EXHAUSTED  # the head fits in zone a, its worker does not
     store = Store(tmp_path / "s.db")
-    res = provision("llama-3.1-405b", 8192, instance="gcp:a3-highgpu-8g", name="big",
+    res = provision("llama-3.1-405b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:a3-highgpu-8g", name="big",
                     providers={"gcp": gcp(fake)}, store=store)
     assert res.nodes == 2 and res.zone == "us-east4-b"
     assert [a.outcome for a in res.attempts] == ["capacity", "launched"]

@@ -48,8 +48,11 @@ def test_options_after_the_model_are_keyword_only():
      "--input-len"),
     (lambda: advisor.render_files("llama-3-8b", 8192, port=80), "--port"),
     (lambda: advisor.render_files("llama-3-8b", 8192, port=70000), "--port"),
-    (lambda: advisor.render_files("llama-3-8b", 8192, api_key_ref="aws-ssm:/x;reboot"),
+    (lambda: advisor.render_files("qwen3-8b", 8192, api_key_ref="aws-ssm:/x;reboot"),
      "api key ref"),
+    (lambda: advisor.render_files("llama-3-8b", 8192), "gated"),
+    (lambda: advisor.render_files("llama-3-8b", 8192, hf_token_ref="$(reboot)"), "api key ref"),
+    (lambda: advisor.provision("llama-3-8b", 8192, dry_run=True), "gated"),
     (lambda: advisor.model_spec("x" * 100_000), "not a model reference"),
 ])
 def test_bad_values_are_user_input_errors(call, needle):

@@ -280,6 +280,9 @@ class ModelAlias(_Model):
     hf_id: str
     config: str  # file name inside catalogs/models/
     description: str | None = None
+    #: the Hub repository asks for an accepted licence and a token before it serves the files
+    #: (None: no source says); its provenance is ``sources.gated``
+    gated: bool | None = None
     sources: Sources
 
     _alias = field_validator("alias")(_check_name)

@@ -10,7 +10,7 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, with_cloud_options
-from advisor.clouds.registry import CLOUDS, key_ref_forms
+from advisor.clouds.registry import CLOUDS, key_ref_forms, token_ref_forms
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
 from advisor.errors import UserInputError
 
@@ -53,6 +53,9 @@ def provision_cmd(
     api_key_ref: Annotated[str | None, typer.Option(
         help=f"Where the instance reads the vLLM API key: {key_ref_forms()}; default: the "
         "cloud's own secret store.")] = None,
+    hf_token_ref: Annotated[str | None, typer.Option(
+        help=f"Where the instance reads the Hugging Face token ({token_ref_forms()}); needed "
+        "for gated models.")] = None,
     image: Annotated[str | None, typer.Option(
         help="Image to boot instead of the GPU base image advisor looks up.")] = None,
     port: Annotated[int, typer.Option(help="Port of replica 0; replica i listens on port+i.",
@@ -75,6 +78,7 @@ def provision_cmd(
     result = provision(
         model, ctx, provider=provider, instance=instance, regions=region, name=name, spot=spot,
         allow_cidrs=allow_cidr, ssh_cidrs=ssh_cidr, api_key_ref=api_key_ref, image=image,
+        hf_token_ref=hf_token_ref,
         port=port, vllm_version=vllm_version, dry_run=dry_run, wait=wait,
         confirm=_confirm(yes or dry_run), progress=None if json else out.progress,
         catalog=catalog_from(catalog),

@@ -9,7 +9,7 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
-from advisor.clouds.registry import key_ref_forms
+from advisor.clouds.registry import key_ref_forms, token_ref_forms
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
 
@@ -31,6 +31,9 @@ def render_cmd(
     api_key_ref: Annotated[str | None, typer.Option(
         help=f"Where the API key is read at boot: {key_ref_forms()}; default: the "
         "instance's cloud's own secret store.")] = None,
+    hf_token_ref: Annotated[str | None, typer.Option(
+        help=f"Where the Hugging Face token is read at boot ({token_ref_forms()}); needed "
+        "for gated models.")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
     target: Annotated[str, typer.Option(
         help="cloud-init (user-data, unit, launcher) or k8s (Deployment / LeaderWorkerSet, "
@@ -49,7 +52,8 @@ def render_cmd(
 
     result = render_files(model=model, ctx=ctx, instance=instance, tp=tp,
                           vllm_version=vllm_version, port=port, host=host,
-                          api_key_ref=api_key_ref, gpu_memory_utilization=gpu_memory_utilization,
+                          api_key_ref=api_key_ref, hf_token_ref=hf_token_ref,
+                          gpu_memory_utilization=gpu_memory_utilization,
                           target=target, name=name, ray_head=ray_head,
                           catalog=catalog_from(catalog))
     inst, plan = result.instance, result.plan

@@ -92,6 +92,8 @@ class LaunchSpec(BaseModel):
     #: a provider image id that overrides the GPU base image advisor looks up
     image: str | None = None
     api_key_ref: str
+    #: where the instance reads its Hugging Face token (gated models); the same cloud's store
+    hf_token_ref: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     #: provider-specific settings (GCP project, Azure resource group, AWS instance profile…)
     options: dict[str, str] = Field(default_factory=dict)

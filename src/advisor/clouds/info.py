@@ -46,6 +46,8 @@ class KeyScheme:
     #: the reference a deployment uses when none is given; None: the user must name one
     default: str | None
     example: str
+    #: an example reference for the Hugging Face token, in the same store
+    token_example: str = ""
 
     def matches(self, ref: str) -> bool:
         return re.fullmatch(self.pattern, ref) is not None

@@ -69,6 +69,11 @@ def key_ref_forms() -> str:
     return ", ".join(info(n).key_scheme.example for n in CLOUDS) + " or file:/PATH"
 
 
+def token_ref_forms() -> str:
+    """Example references for a Hugging Face token, for hints and help texts."""
+    return ", ".join(info(n).key_scheme.token_example for n in CLOUDS) + " or file:/PATH"
+
+
 def key_ref_cloud(ref: str) -> str | None:
     """The cloud whose secret store ``ref`` names; None for a ``file:`` reference."""
     for n in CLOUDS:

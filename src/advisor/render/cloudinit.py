@@ -12,6 +12,7 @@ No secret is ever written: the API key is fetched at boot from the reference giv
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from pathlib import Path
@@ -73,6 +74,25 @@ class RenderRequest(BaseModel):
     #: a multi-node replica's head address for the workers (None: read at boot from
     #: /etc/advisor/ray-head, which provisioning or the user writes)
     ray_head: str | None = None
+    #: where the Hugging Face token is read at boot (gated repositories); same forms as the key
+    hf_token_ref: str | None = None
+    #: how long systemd and the health check wait for a replica to come up (start_timeout_s())
+    start_timeout_s: int = Field(default=1800, ge=300, le=6 * 3600)
+
+
+#: Start-up budget of one replica. ASSUMED, not measured here (no GPU host in this project's
+#: tests): a fixed part for the venv install, CUDA initialisation, torch.compile and CUDA-graph
+#: capture, which vLLM's own start-up logs put at minutes, not hours, and the weights pulled
+#: from the Hub at a conservative sustained rate. Both are stated so that an operator can see
+#: why a slow mirror times out; the unit's TimeoutStartSec and the health check share it.
+START_FIXED_S = 900
+START_DOWNLOAD_MIB_S = 50
+
+
+def start_timeout_s(weights_gib: float) -> int:
+    """Seconds a replica of ``weights_gib`` (all its GPUs' weights) may take to start."""
+    need = START_FIXED_S + weights_gib * 1024 / START_DOWNLOAD_MIB_S
+    return int(min(6 * 3600, max(1800, math.ceil(need / 60) * 60)))
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -115,6 +135,8 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
         "ADVISOR_MAX_MODEL_LEN": str(req.max_model_len),
         "ADVISOR_GPU_MEM_UTIL": f"{req.gpu_memory_utilization:g}",
         "ADVISOR_API_KEY_REF": req.api_key_ref,
+        **({"ADVISOR_HF_TOKEN_REF": req.hf_token_ref} if req.hf_token_ref else {}),
+        "ADVISOR_HEALTH_TRIES": str(req.start_timeout_s // 2),
         "ADVISOR_VENV": venv,
         "ADVISOR_VLLM_NUMA_BIND": "1" if numa_bind_flag else "0",
     }
@@ -126,9 +148,11 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
-def unit(bin_dir: str = DEFAULT_BIN, env_dir: str = DEFAULT_ENV, user: str = SERVICE_USER) -> str:
+def unit(bin_dir: str = DEFAULT_BIN, env_dir: str = DEFAULT_ENV, user: str = SERVICE_USER,
+         start_timeout_s: int = 1800) -> str:
     return _env().get_template("vllm@.service.j2").render(bin_dir=bin_dir, env_dir=env_dir,
-                                                          user=user)
+                                                          user=user,
+                                                          start_timeout_s=start_timeout_s)
 
 
 def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]:
@@ -143,6 +167,8 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
         check_value(kind, getattr(req, kind))
     if req.ray_head is not None:
         check_value("host", req.ray_head)
+    if req.hf_token_ref is not None:
+        check_value("api_key_ref", req.hf_token_ref)
     if req.port + plan.replicas - 1 > 65535:
         raise UserInputError("the replicas' ports would pass 65535", hint="use a lower --port")
     if plan.pp != 1 and plan.nodes == 1:
@@ -151,7 +177,7 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
     tdir = templates_dir()
     launcher = (tdir / "vllm-launch.sh").read_text()
     health = (tdir / "vllm-health.sh").read_text()
-    service = unit()
+    service = unit(start_timeout_s=req.start_timeout_s)
     from advisor.core.engine import profile
 
     flag = profile(req.vllm_version).numa_bind_flag
@@ -171,6 +197,7 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
         "instance": inst.key, "model": req.model, "plan": plan.model_dump(),
         "ports": [req.port + i for i in range(plan.replicas)], "host": req.host,
         "vllm_version": req.vllm_version, "api_key_ref": req.api_key_ref,
+        "hf_token_ref": req.hf_token_ref, "start_timeout_s": req.start_timeout_s,
         "nodes": plan.nodes, "ray_head": req.ray_head}, indent=2) + "\n"
     return out
 
@@ -194,7 +221,10 @@ def _user_data(req: RenderRequest, plan: Plan, envs: list[str], launcher: str, h
         ["chown", "-R", f"root:{SERVICE_USER}", DEFAULT_ENV],
         ["systemctl", "daemon-reload"],
     ]
-    runcmd += [["systemctl", "enable", "--now", f"vllm@{i}.service"] for i in range(len(envs))]
+    units = [f"vllm@{i}.service" for i in range(len(envs))]
+    # all replicas start at once and cloud-init's final stage does not wait for them: each
+    # unit's ExecStartPost waits for its own /health (up to start_timeout_s)
+    runcmd += [["systemctl", "enable", *units], ["systemctl", "start", "--no-block", *units]]
     cloud_config = {
         "users": ["default", {"name": SERVICE_USER, "system": True, "shell": "/usr/sbin/nologin",
                               "homedir": "/var/lib/vllm"}],

@@ -97,11 +97,14 @@ def ingress(spec: LaunchSpec, sg_id: str | None = None) -> list[dict[str, Any]]:
 
 
 def role_policy(spec: LaunchSpec, account: str) -> dict[str, Any]:
-    param = ssm_parameter(spec.api_key_ref)
+    """Read the API key's parameter (and the Hugging Face token's), nothing else."""
+    params = [p for ref in (spec.api_key_ref, spec.hf_token_ref) if ref
+              and (p := ssm_parameter(ref))]
     statements: list[dict[str, Any]] = []
-    if param:
+    if params:
         statements.append({"Effect": "Allow", "Action": ["ssm:GetParameter"],
-                           "Resource": f"arn:aws:ssm:{spec.region}:{account}:parameter{param}"})
+                           "Resource": [f"arn:aws:ssm:{spec.region}:{account}:parameter{p}"
+                                        for p in params]})
     return {"Version": "2012-10-17", "Statement": statements or [
         {"Effect": "Deny", "Action": "*", "Resource": "*"}]}
 

@@ -5,7 +5,8 @@ from advisor.clouds.info import KeyScheme
 
 KEY_SCHEME = KeyScheme(prefix="aws-ssm:", pattern=r"aws-ssm:/?[A-Za-z0-9_./-]{1,200}",
                        default="aws-ssm:/advisor/vllm-api-key",
-                       example="aws-ssm:/advisor/vllm-api-key")
+                       example="aws-ssm:/advisor/vllm-api-key",
+                       token_example="aws-ssm:/advisor/hf-token")
 
 
 def ssm_parameter(api_key_ref: str) -> str | None:

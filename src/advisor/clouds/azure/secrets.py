@@ -5,4 +5,5 @@ from advisor.clouds.info import KeyScheme
 
 KEY_SCHEME = KeyScheme(prefix="azure-kv:",
                        pattern=r"azure-kv:[A-Za-z0-9-]{3,24}/[A-Za-z0-9-]{1,127}",
-                       default=None, example="azure-kv:myvault/vllm-api-key")
+                       default=None, example="azure-kv:myvault/vllm-api-key",
+                       token_example="azure-kv:myvault/hf-token")
