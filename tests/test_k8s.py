@@ -143,3 +143,49 @@ def test_the_validator_does_reject_a_broken_manifest():
     wrong = {**dep, "spec": {**dep["spec"], "replicas": "two"}}
     with pytest.raises(kv.ValidationError):
         validate(wrong)
+
+
+def test_pods_run_unprivileged_on_a_read_only_root():
+    for plan, req, inst in ((place(ND, CAT, 4, 1), REQ, ND),
+                            (place_multi(P5, CAT, 8, 2), BIG, P5)):
+        for t in pods(manifests(inst, plan, req, "sec")):
+            kv.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"},
+                         "template": t}, VERSION, strict=True)
+            pod = t["spec"]["securityContext"]
+            assert pod["runAsNonRoot"] is True and pod["runAsUser"] != 0
+            vols = {v["name"] for v in t["spec"]["volumes"]}
+            for c in t["spec"]["containers"]:
+                sc = c["securityContext"]
+                assert sc["allowPrivilegeEscalation"] is False
+                assert sc["readOnlyRootFilesystem"] is True
+                assert sc["capabilities"]["drop"] == ["ALL"]
+                assert "add" not in sc["capabilities"]  # no --numa-bind in these layouts
+                env = {e["name"]: e.get("value") for e in c["env"]}
+                mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+                # every place the server writes is a volume, not the read-only root
+                for path in (env["HOME"], env["HF_HOME"], env["XDG_CACHE_HOME"], "/tmp"):
+                    assert any(path == m or path.startswith(m + "/") for m in mounts), path
+                assert set(mounts.values()) <= vols
+                assert "HF_TOKEN" not in env  # no token was asked for
+
+
+def test_gated_model_token_comes_from_a_secret_and_numa_bind_adds_sys_nice():
+    req = REQ.model_copy(update={"hf_token_ref": "file:/unused-in-k8s",
+                                 "vllm_version": "0.21.0"})
+    plan = place(ND, CAT, 8, 1)  # one replica over both NUMA nodes
+    assert plan.replica_layout[0].alignment == "spans-nodes"
+    (t,) = pods(manifests(ND, plan, req, "gated"))
+    (c,) = t["spec"]["containers"]
+    token = next(e for e in c["env"] if e["name"] == "HF_TOKEN")
+    assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+        "name": "advisor-hf-token", "key": "token"}}}
+    assert "--numa-bind" in c["command"]
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_NICE"]}
+    aligned = pods(manifests(ND, place(ND, CAT, 4, 1), req, "aligned"))[0]
+    assert "add" not in aligned["spec"]["containers"][0]["securityContext"]["capabilities"]
+
+
+def test_kubelet_config_states_the_dra_caveat():
+    text = files(ND, place(ND, CAT, 4, 1), REQ, "dra")["kubelet-config.yaml"]
+    assert "DRA" in text and "kubernetes/website#56232" in text
+    assert text.lstrip("-\n").startswith("# Apply to the node pool's kubelet")

@@ -66,8 +66,10 @@ def render_cmd(
     if target == "k8s":
         kind = "LeaderWorkerSet" if plan.nodes > 1 else "Deployment"
         out.line(f"{inst.key}: {kind} of {plan.replicas if plan.nodes == 1 else plan.nodes} "
-                 f"pod(s) x {plan.tp} GPU(s), Guaranteed QoS; the API key comes from Secret "
-                 "advisor-vllm-api-key (key api-key), which you create")
+                 f"pod(s) x {plan.tp} GPU(s), Guaranteed QoS, non-root; the API key comes from "
+                 "Secret advisor-vllm-api-key (key api-key)"
+                 + (" and the Hugging Face token from Secret advisor-hf-token (key token)"
+                    if hf_token_ref else "") + ", which you create")
         for p in paths:
             out.line(f"  {p}")
         return

@@ -27,6 +27,11 @@ from advisor.render.cloudinit import RenderRequest, check_value
 
 IMAGE = "docker.io/vllm/vllm-openai"
 SECRET = "advisor-vllm-api-key"
+#: the Hugging Face token for gated repositories (key "token"), which the user creates
+TOKEN_SECRET = "advisor-hf-token"
+#: an unprivileged uid/gid for the server; HOME and every cache live on the cache volume
+RUN_AS = 1000
+CACHE = "/cache"
 RAY_PORT = 6379
 #: share of the node's vCPUs and memory the pods may take (the rest: kubelet, system, daemons)
 NODE_SHARE = 0.9
@@ -66,6 +71,9 @@ def _labels(name: str, role: str | None = None) -> dict[str, str]:
 def _pod_spec(inst: InstanceType, req: RenderRequest, container: dict[str, Any],
               shm_gib: int) -> dict[str, Any]:
     return {
+        # the vllm-openai image runs as root unless told otherwise; nothing in serving needs it
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+                            "fsGroup": RUN_AS, "seccompProfile": {"type": "RuntimeDefault"}},
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{
                 "key": "node.kubernetes.io/instance-type", "operator": "In",
@@ -75,21 +83,35 @@ def _pod_spec(inst: InstanceType, req: RenderRequest, container: dict[str, Any],
         "containers": [container],
         "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory",
                                                  "sizeLimit": f"{shm_gib}Gi"}},
-                    {"name": "hf-cache", "emptyDir": {}}],
+                    {"name": "cache", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
     }
 
 
 def _container(name: str, req: RenderRequest, command: list[str], resources: dict[str, Any],
-               serving: bool) -> dict[str, Any]:
+               serving: bool, numa_bind: bool = False) -> dict[str, Any]:
     c: dict[str, Any] = {
         "name": name,
         "image": f"{IMAGE}:v{req.vllm_version}",
         "command": command,
         "resources": resources,
+        # the root file system stays read-only: everything vLLM, the Hub client, Triton,
+        # torch.compile and Ray write goes to the cache and tmp volumes (HOME points there)
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"],
+                                             # vLLM's --numa-bind sets each worker's CPU and
+                                             # memory policy itself
+                                             **({"add": ["SYS_NICE"]} if numa_bind else {})}},
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"},
-                         {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}],
-        "env": [{"name": "CUDA_DEVICE_ORDER", "value": "PCI_BUS_ID"}],
+                         {"name": "cache", "mountPath": CACHE},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+        "env": [{"name": "CUDA_DEVICE_ORDER", "value": "PCI_BUS_ID"},
+                {"name": "HOME", "value": CACHE},
+                {"name": "HF_HOME", "value": f"{CACHE}/huggingface"},
+                {"name": "XDG_CACHE_HOME", "value": f"{CACHE}/xdg"}],
     }
+    if req.hf_token_ref is not None:  # a gated repository: the token comes from a Secret
+        c["env"].append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": TOKEN_SECRET, "key": "token"}}})
     if serving:
         c["env"].append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {
             "name": SECRET, "key": "api-key"}}})
@@ -101,10 +123,20 @@ def _container(name: str, req: RenderRequest, command: list[str], resources: dic
     return c
 
 
+def _numa_bind(req: RenderRequest, plan: Plan) -> bool:
+    """vLLM binds each worker itself where a replica spans nodes and the release can."""
+    from advisor.core.engine import profile
+
+    spans = any(r.alignment == "spans-nodes" for r in plan.replica_layout)
+    return spans and profile(req.vllm_version).numa_bind_flag
+
+
 def _serve(req: RenderRequest, plan: Plan) -> list[str]:
     args = ["vllm", "serve", req.model, "--host", "0.0.0.0", "--port", str(req.port),
             "--tensor-parallel-size", str(plan.tp), "--max-model-len", str(req.max_model_len),
             "--gpu-memory-utilization", f"{req.gpu_memory_utilization:g}"]
+    if _numa_bind(req, plan):
+        args.append("--numa-bind")
     if plan.nodes > 1:
         args += ["--pipeline-parallel-size", str(plan.pp), "--distributed-executor-backend",
                  "ray"]
@@ -124,7 +156,8 @@ def manifests(inst: InstanceType, plan: Plan, req: RenderRequest,
     out: list[dict[str, Any]] = []
     if plan.nodes == 1:
         res = _resources(inst, gpus, plan.replicas)
-        container = _container("vllm", req, _serve(req, plan), res, serving=True)
+        container = _container("vllm", req, _serve(req, plan), res, serving=True,
+                               numa_bind=_numa_bind(req, plan))
         out.append({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "labels": _labels(name)},
@@ -144,7 +177,8 @@ def manifests(inst: InstanceType, plan: Plan, req: RenderRequest,
                       + " ".join(_serve(req, plan))]
         worker_cmd = ["sh", "-c", f"exec ray start --block --address=$(LWS_LEADER_ADDRESS):"
                       f"{RAY_PORT} --num-gpus={gpus} --disable-usage-stats"]
-        leader = _container("vllm-leader", req, leader_cmd, res, serving=True)
+        leader = _container("vllm-leader", req, leader_cmd, res, serving=True,
+                            numa_bind=_numa_bind(req, plan))
         worker = _container("vllm-worker", req, worker_cmd, res, serving=False)
         out.append({
             "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
@@ -169,7 +203,9 @@ def manifests(inst: InstanceType, plan: Plan, req: RenderRequest,
         "topologyManagerPolicy": policy,
         "topologyManagerScope": "pod",
         "reservedSystemCPUs": f"0-{RESERVED_CPUS - 1}",
-        "_advisor_note": f"node pool of {inst.name}: {why}",
+        "_advisor_note": f"node pool of {inst.name}: {why}. Caveat: the Topology Manager "
+        "aligns CPUs and memory only with GPUs handed out by a device plugin; GPUs allocated "
+        "through DRA (resource claims) are not aligned (kubernetes/website#56232)",
     })
     return out
 
