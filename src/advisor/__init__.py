@@ -6,7 +6,7 @@ The SDK surface. Everything the CLI does is callable from here::
     cat = advisor.load_catalog()
     cat.instance("aws:p5.48xlarge")
     result, spec, _ = advisor.fit("llama-3-8b", "H100-SXM", max_model_len=8192)
-    advisor.provision("llama-3-8b", 8192, provider="aws", dry_run=True).requests
+    advisor.provision("qwen3-8b", 8192, provider="aws", dry_run=True).requests
 
 Importing ``advisor`` builds nothing: each name is loaded from its module on first use
 (PEP 562), so ``advisor --help`` and scripts pay only for what they touch. The functions live in
