@@ -8,6 +8,8 @@ machine slows all of them alike, after one untimed run of each that fills the ca
 * baseline:   ``python -c "import pydantic, typer"``
 * recommend:  ``advisor recommend --model llama-3-8b --ctx 8192 --json``
 * help:       ``advisor --help``
+* typer floor: a bare typer app with one command of five options, parsing them and printing
+  (no advisor code): what any typer command costs before it does anything
 
 Prints a table (or ``--json``) and exits 1 when a ratio to the baseline misses its target:
 recommend <= 1.5 x baseline, --help <= 1.2 x baseline.
@@ -32,7 +34,21 @@ import time
 from pathlib import Path
 
 #: name -> ratio to the baseline it must stay under (None: the baseline itself)
-TARGETS: dict[str, float | None] = {"baseline": None, "recommend": 1.5, "help": 1.2}
+TARGETS: dict[str, float | None] = {"baseline": None, "recommend": 1.5, "help": 1.2,
+                                    "typer-floor": None}
+
+#: the floor: typer >= 0.29 converts option values through pydantic at invocation
+BARE_TYPER = """
+from typing import Annotated
+import typer
+app = typer.Typer()
+@app.command()
+def rec(model: Annotated[str, typer.Option()], ctx: Annotated[int, typer.Option()] = 1,
+        a: Annotated[float | None, typer.Option()] = None,
+        b: Annotated[list[str] | None, typer.Option()] = None, json: bool = False) -> None:
+    print(model, ctx)
+app()
+"""
 
 
 def _commands(exe: str) -> dict[str, list[str]]:
@@ -40,6 +56,7 @@ def _commands(exe: str) -> dict[str, list[str]]:
         "baseline": [sys.executable, "-c", "import pydantic, typer"],
         "recommend": [exe, "recommend", "--model", "llama-3-8b", "--ctx", "8192", "--json"],
         "help": [exe, "--help"],
+        "typer-floor": [sys.executable, "-c", BARE_TYPER, "--model", "x", "--ctx", "3"],
     }
 
 
@@ -88,7 +105,9 @@ def main() -> int:
         med, med_cpu = statistics.median(wall[name]), statistics.median(cpu[name])
         ratio = med / base
         rows.append({"name": name,
-                     "command": " ".join([Path(cmds[name][0]).name, *cmds[name][1:]]),
+                     "command": ("python -c <bare typer app> --model x --ctx 3"
+                                 if name == "typer-floor" else
+                                 " ".join([Path(cmds[name][0]).name, *cmds[name][1:]])),
                      "median_s": round(med, 3), "min_s": round(min(wall[name]), 3),
                      "ratio": round(ratio, 2), "cpu_median_s": round(med_cpu, 3),
                      "cpu_ratio": round(med_cpu / base_cpu, 2), "target": target,
