@@ -3,7 +3,8 @@
 Every TP size that divides the attention heads and the GPU count is a candidate; PP is added
 only when one TP group of all the GPUs is the only way (the caller decides by fitting). Each
 replica takes consecutive GPUs; it is NUMA-aligned when the catalog puts all of them on one
-node, spans nodes when it does not, and unknown when the catalog does not say.
+node, spans nodes when it puts two of them on different nodes (even if the node of another is not
+known), and unknown otherwise when the catalog does not say.
 """
 
 from __future__ import annotations
@@ -81,11 +82,14 @@ def place(inst: InstanceType, catalog: Catalog, tp: int, pp: int) -> Plan:
         gpus = list(range(r * size, (r + 1) * size))
         rn: list[int] | None
         align: Alignment
-        if nodes is None or any(nodes[g] is None for g in gpus):
+        known = sorted({node for g in gpus if (node := nodes[g]) is not None}) \
+            if nodes is not None else []
+        if len(known) > 1:  # GPUs on two nodes already: it spans, whatever the unknown ones say
+            rn, align = known, "spans-nodes"
+        elif nodes is None or any(nodes[g] is None for g in gpus):
             rn, align = None, "unknown"
         else:
-            rn = sorted({node for g in gpus if (node := nodes[g]) is not None})
-            align = "aligned" if len(rn) == 1 else "spans-nodes"
+            rn, align = known, "aligned"
         layout.append(Replica(gpus=gpus, numa_nodes=rn, alignment=align,
                               vcpus=inst.vcpus // replicas,
                               host_memory_bandwidth_gb_s=round(bw_total / replicas, 1)

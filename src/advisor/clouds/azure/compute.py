@@ -222,12 +222,18 @@ class AzureProvider:
         for prio, (label, cidrs, ports) in enumerate(
                 (("vllm", spec.allow_cidrs, f"{lo}-{hi}" if hi > lo else str(lo)),
                  ("ssh", spec.ssh_cidrs, "22"))):
-            if cidrs:
-                rules.append({"name": f"advisor-{label}", "properties": {
-                    "priority": 100 + 10 * prio, "direction": "Inbound", "access": "Allow",
-                    "protocol": "Tcp", "sourceAddressPrefixes": list(cidrs),
-                    "sourcePortRange": "*", "destinationAddressPrefix": "*",
-                    "destinationPortRange": ports}})
+            # a rule cannot mix IPv4 and IPv6 prefixes (ResourceCannotContainAddressPrefixes
+            # FromDifferentAddressFamilies): one rule per family, IPv6 one priority later
+            for v6, ranges in enumerate(([c for c in cidrs if ":" not in c],
+                                         [c for c in cidrs if ":" in c])):
+                if ranges:
+                    rules.append({"name": f"advisor-{label}" + ("-v6" if v6 else ""),
+                                  "properties": {
+                                      "priority": 100 + 10 * prio + v6, "direction": "Inbound",
+                                      "access": "Allow", "protocol": "Tcp",
+                                      "sourceAddressPrefixes": ranges, "sourcePortRange": "*",
+                                      "destinationAddressPrefix": "*",
+                                      "destinationPortRange": ports}})
         vm: dict[str, Any] = {
             "location": spec.region, "tags": tags, "identity": {"type": "SystemAssigned"},
             "properties": {

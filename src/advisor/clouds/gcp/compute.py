@@ -87,13 +87,16 @@ def firewall_bodies(spec: LaunchSpec) -> list[dict[str, Any]]:
                                 {"IPProtocol": "icmp"}]})
     for suffix, cidrs, ports in (("vllm", spec.allow_cidrs, f"{lo}-{hi}" if hi > lo else str(lo)),
                                  ("ssh", spec.ssh_cidrs, "22")):
-        if cidrs:
-            out.append({"name": f"advisor-{spec.deployment}-{suffix}",
-                        "description": f"advisor deployment {spec.deployment}",
-                        "network": spec.options.get("network", "global/networks/default"),
-                        "direction": "INGRESS", "priority": 1000,
-                        "sourceRanges": list(cidrs), "targetTags": [net_tag(spec.deployment)],
-                        "allowed": [{"IPProtocol": "tcp", "ports": [ports]}]})
+        # "A firewall rule can contain either IPv4 or IPv6 ranges, but not both": one per family
+        for family, ranges in (("", [c for c in cidrs if ":" not in c]),
+                               ("-v6", [c for c in cidrs if ":" in c])):
+            if ranges:
+                out.append({"name": f"advisor-{spec.deployment}-{suffix}{family}",
+                            "description": f"advisor deployment {spec.deployment}",
+                            "network": spec.options.get("network", "global/networks/default"),
+                            "direction": "INGRESS", "priority": 1000,
+                            "sourceRanges": ranges, "targetTags": [net_tag(spec.deployment)],
+                            "allowed": [{"IPProtocol": "tcp", "ports": [ports]}]})
     return out
 
 
