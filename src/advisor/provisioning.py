@@ -353,6 +353,9 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
             raise
         if launched is None:
             continue
+        # what the backend wants the user to know (an access it could not grant, egress it
+        # does not provide)
+        warnings += [n for n in getattr(p, "notes", []) if n not in warnings]
         result = ProvisionResult(name=name, status="launched", provider=c.provider,
                                  instance_type=c.instance_type, region=c.region,
                                  zone=launched[0].zone, usd_per_hour=c.usd_per_hour,

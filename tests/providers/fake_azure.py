@@ -2,7 +2,12 @@
 azure-core's RequestsTransport sends through, so the real SDK code runs and nothing leaves the
 process. PUTs answer 201 with an ``Azure-AsyncOperation`` URL that the poller reads (Succeeded,
 or Failed with the error ARM would give), DELETEs 202 with a ``Location`` to poll; resource
-SKUs and usages answer in the shape ``resource_skus.list`` and ``usage.list`` read."""
+SKUs and usages answer in the shape ``resource_skus.list`` and ``usage.list`` read.
+
+Key Vaults (``add_vault``) are listed by ``resources.list`` with a resourceType filter and read
+by id; role assignments are PUT (synchronously, 201), listed with a principalId filter and
+deleted the way Microsoft.Authorization does: a PUT names an existing VM identity and an
+existing vault's scope, and one name cannot be moved to another principal."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import io
 import json
 import re
 import time
+import uuid
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -38,6 +44,25 @@ class FakeArm(BaseAdapter):
         #: what was sent: (method, path, json body)
         self.log: list[tuple[str, str, Any]] = []
         self._ops: dict[str, dict[str, Any]] = {}
+        #: Key Vaults (lower-cased id -> resource), kept apart from what advisor makes
+        self.vaults: dict[str, dict[str, Any]] = {}
+        #: role assignments (lower-cased id -> resource)
+        self.role_assignments: dict[str, dict[str, Any]] = {}
+        #: how many role-assignment PUTs answer PrincipalNotFound (Entra ID replication)
+        self.principal_unknown_for = 0
+
+    def add_vault(self, subscription: str, rg: str, name: str, rbac: bool = True) -> str:
+        vid = (f"/subscriptions/{subscription}/resourceGroups/{rg}/providers/"
+               f"Microsoft.KeyVault/vaults/{name}")
+        self.vaults[vid.lower()] = {"id": vid, "name": name, "type": "Microsoft.KeyVault/vaults",
+                                    "location": "eastus",
+                                    "properties": {"enableRbacAuthorization": rbac}}
+        return vid
+
+    def principals(self) -> dict[str, str]:
+        """principalId -> VM id, for every VM with a system-assigned identity."""
+        return {vm["identity"]["principalId"]: vm["id"] for vm in self.resources.values()
+                if (vm.get("identity") or {}).get("principalId")}
 
     # -- helpers ----------------------------------------------------------------------------
     def puts(self, kind: str) -> list[dict[str, Any]]:
@@ -95,6 +120,15 @@ class FakeArm(BaseAdapter):
             return self._response(request, 200, {"value": value})
         if u := re.search(r"/locations/([^/]+)/usages$", key):
             return self._response(request, 200, {"value": self.usages.get(u.group(1), [])})
+        if m == "GET" and re.fullmatch(r"/subscriptions/[^/]+/resources", key):
+            rt = re.search(r"resourceType eq '([^']+)'", q.get("$filter", [""])[0])
+            value = [v for v in [*self.vaults.values(), *self.resources.values()]
+                     if not rt or str(v.get("type", "")).lower() == rt.group(1).lower()]
+            return self._response(request, 200, {"value": value})
+        if key in self.vaults and m == "GET":
+            return self._response(request, 200, self.vaults[key])
+        if "/providers/microsoft.authorization/roleassignments" in key:
+            return self._role_assignment(request, m, path, key, q, body)
         if key.endswith("/instanceview"):
             vm = self.resources.get(key.rsplit("/", 1)[0])
             if vm is None:
@@ -149,6 +183,9 @@ class FakeArm(BaseAdapter):
                 cfg.setdefault("properties", {})["privateIPAddress"] = f"10.42.0.{n}"
         if "/virtualmachines/" in key:
             props["vmId"] = "00000000-0000-0000-0000-000000000001"
+            if (body.get("identity") or {}).get("type") == "SystemAssigned":
+                stored["identity"] = {"type": "SystemAssigned", "tenantId": "t" * 8,
+                                      "principalId": str(uuid.uuid5(uuid.NAMESPACE_URL, key))}
         props["provisioningState"] = "Failed" if failure else "Succeeded"
         stored["properties"] = props
         self.resources[key] = stored
@@ -158,6 +195,52 @@ class FakeArm(BaseAdapter):
         answer = {**stored, "properties": {**props, "provisioningState": "Creating"}}
         return self._response(request, 201, answer,
                               {"Azure-AsyncOperation": self._op(op), "Retry-After": "0"})
+
+
+    def _role_assignment(self, request: Any, m: str, path: str, key: str,
+                         q: dict[str, list[str]], body: Any) -> requests.Response:
+        def error(status: int, code: str, message: str) -> requests.Response:
+            return self._response(request, status, {"error": {"code": code, "message": message}})
+
+        if m == "GET" and key.endswith("/roleassignments"):  # list, at the subscription
+            pid = re.search(r"principalId eq '([^']+)'", q.get("$filter", [""])[0])
+            return self._response(request, 200, {"value": [
+                ra for ra in self.role_assignments.values()
+                if not pid or ra["properties"]["principalId"] == pid.group(1)]})
+        scope = path[:path.lower().index("/providers/microsoft.authorization/")]
+        name = path.rstrip("/").rsplit("/", 1)[1]
+        if m == "DELETE":
+            gone = self.role_assignments.pop(key, None)
+            return self._response(request, 200 if gone else 204, gone)
+        if m == "GET":
+            if key not in self.role_assignments:
+                return error(404, "RoleAssignmentNotFound", f"{name} not found")
+            return self._response(request, 200, self.role_assignments[key])
+        props = (body or {}).get("properties") or {}
+        if not any(scope.lower() == v or scope.lower().startswith(v + "/")
+                   for v in self.vaults):
+            return error(404, "ResourceNotFound", f"scope {scope} was not found")
+        if not re.search(r"/providers/microsoft\.authorization/roledefinitions/[0-9a-f-]{36}$",
+                         str(props.get("roleDefinitionId", "")).lower()):
+            return error(400, "InvalidRoleDefinitionId", "the role definition id is malformed")
+        if self.principal_unknown_for or props.get("principalId") not in self.principals():
+            self.principal_unknown_for = max(0, self.principal_unknown_for - 1)
+            return error(400, "PrincipalNotFound", f"Principal {props.get('principalId')} "
+                         "does not exist in the directory.")
+        old = self.role_assignments.get(key)
+        if old and old["properties"]["principalId"] != props["principalId"]:
+            return error(409, "RoleAssignmentUpdateNotPermitted", "Tenant ID, application ID, "
+                         "principal ID, and scope are not allowed to be updated.")
+        for other_key, ra in self.role_assignments.items():
+            o = ra["properties"]
+            if other_key != key and (o["scope"].lower(), o["principalId"],
+                                     o["roleDefinitionId"].lower()) == (
+                    scope.lower(), props["principalId"], props["roleDefinitionId"].lower()):
+                return error(409, "RoleAssignmentExists", "The role assignment already exists.")
+        ra = {"id": path, "name": name, "type": "Microsoft.Authorization/roleAssignments",
+              "properties": {**props, "scope": scope}}
+        self.role_assignments[key] = ra
+        return self._response(request, 200 if old else 201, ra)
 
 
 def transport(arm: FakeArm) -> Any:

@@ -1,7 +1,12 @@
 """A local Compute Engine REST endpoint, enough for advisor's GCP backend: instances (insert with
 requestId, get, delete, aggregated list with a label filter), machine types (aggregated list),
 regions (quotas) and firewalls. Every request body is kept for the tests to assert on; errors
-come back the way Compute Engine reports them (a DONE operation carrying ``error.errors``)."""
+come back the way Compute Engine reports them (a DONE operation carrying ``error.errors``).
+
+The same server answers the two other REST APIs the backend calls, on their own paths: IAM
+(``/v1/projects/P/serviceAccounts``: create, get, delete, with IAM's account-id rules) and
+Secret Manager's ``secrets.getIamPolicy`` / ``setIamPolicy`` (etags checked, members that name
+an unknown account of the project refused the way IAM refuses them)."""
 
 from __future__ import annotations
 
@@ -34,6 +39,16 @@ class FakeCompute:
         #: the Cloud Billing Catalog's Compute Engine SKUs
         self.skus: list[dict[str, Any]] = []
         self.seen_request_ids: dict[str, dict[str, Any]] = {}
+        #: IAM: email -> service account
+        self.service_accounts: dict[str, dict[str, Any]] = {}
+        #: Secret Manager: secret name -> its IAM policy (a secret not here does not exist)
+        self.secrets: dict[str, dict[str, Any]] = {}
+        #: secret -> how many getIamPolicy reads are followed by someone else's change (the
+        #: etag read is then stale: setIamPolicy answers 409 ABORTED)
+        self.races: dict[str, int] = {}
+        #: how many setIamPolicy calls naming a new account answer "does not exist" (IAM's
+        #: propagation delay)
+        self.unknown_account_for = 0
         self._n = 0
 
     # -- operations -------------------------------------------------------------------------
@@ -64,6 +79,11 @@ class FakeCompute:
             if start + 2 < len(self.skus):
                 page["nextPageToken"] = str(start + 2)
             return 200, page
+        if sa := re.match(r"^/v1/projects/([^/]+)/serviceAccounts(?:/([^/]+))?$", path):
+            return self._iam(method, sa.group(1), sa.group(2), body)
+        if sp := re.match(r"^/v1/projects/([^/]+)/secrets/([^/:]+):(getIamPolicy|setIamPolicy)$",
+                          path):
+            return self._secret_policy(sp.group(1), sp.group(2), sp.group(3), body)
         m = re.match(r"^/compute/v1/projects/([^/]+)/(.*)$", path)
         if not m:
             return 404, {"error": {"code": 404, "message": "not found"}}
@@ -146,6 +166,69 @@ class FakeCompute:
             self.firewalls.pop(f.group(1), None)
             return 200, self._op(project, None, rest, "delete")
         return 404, {"error": {"code": 404, "message": f"no route {method} {rest}"}}
+
+
+    # -- IAM and Secret Manager ----------------------------------------------------------------
+    @staticmethod
+    def _error(code: int, status: str, message: str) -> tuple[int, dict[str, Any]]:
+        return code, {"error": {"code": code, "message": message, "status": status}}
+
+    def _iam(self, method: str, project: str, email: str | None,
+             body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        if email is None and method == "POST":
+            assert body is not None
+            account = body["accountId"]
+            # IAM: 6-30 characters, lower-case letters, digits and '-', a letter first
+            if not re.fullmatch(r"[a-z]([-a-z0-9]{4,28})[a-z0-9]", account):
+                return self._error(400, "INVALID_ARGUMENT", f"Invalid account id {account}")
+            email = f"{account}@{project}.iam.gserviceaccount.com"
+            if email in self.service_accounts:
+                return self._error(409, "ALREADY_EXISTS", f"Service account {account} already "
+                                   f"exists within project projects/{project}.")
+            sa = {"name": f"projects/{project}/serviceAccounts/{email}", "projectId": project,
+                  "uniqueId": str(100000000000000000000 + len(self.service_accounts)),
+                  "email": email, **body.get("serviceAccount", {})}
+            self.service_accounts[email] = sa
+            return 200, sa
+        if email is None:
+            return 200, {"accounts": list(self.service_accounts.values())}
+        if email not in self.service_accounts:
+            return self._error(404, "NOT_FOUND", f"Unknown service account {email}")
+        if method == "DELETE":
+            del self.service_accounts[email]
+            return 200, {}
+        return 200, self.service_accounts[email]
+
+    def _secret_policy(self, project: str, secret: str, verb: str,
+                       body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        if secret not in self.secrets:
+            return self._error(404, "NOT_FOUND", f"Secret [projects/{project}/secrets/{secret}] "
+                               "not found or has no versions.")
+        policy = self.secrets[secret]
+        if verb == "getIamPolicy":
+            answer = json.loads(json.dumps(policy))
+            if self.races.get(secret):
+                self.races[secret] -= 1
+                policy.setdefault("bindings", []).append(
+                    {"role": "roles/secretmanager.viewer", "members": ["user:racer@example.com"]})
+                policy["etag"] = policy.get("etag", "BwA") + "x"
+            return 200, answer
+        assert body is not None
+        new = body["policy"]
+        if new.get("etag") != policy.get("etag"):
+            return self._error(409, "ABORTED", "There were concurrent policy changes. Please "
+                               "retry the whole read-modify-write with exponential backoff.")
+        for b in new.get("bindings", []):
+            for m in b.get("members", []):
+                email = m.removeprefix("serviceAccount:")
+                if (m.startswith("serviceAccount:") and email.endswith(
+                        f"@{project}.iam.gserviceaccount.com")
+                        and (email not in self.service_accounts or self.unknown_account_for)):
+                    self.unknown_account_for = max(0, self.unknown_account_for - 1)
+                    return self._error(400, "INVALID_ARGUMENT",
+                                       f"Service account {email} does not exist.")
+        self.secrets[secret] = {**new, "etag": policy.get("etag", "BwA") + "1"}
+        return 200, self.secrets[secret]
 
 
 @contextmanager

@@ -1,10 +1,12 @@
 """Azure provisioning through a custom transport serving ARM's PUTs and their long-running
 operation polls (polling_interval=0): the VM, NIC, NSG and VNet bodies (size, base64 custom
-data, tags, narrow rules), failover on ZonalAllocationFailed and quota, idempotency, down."""
+data, tags, narrow rules), failover on ZonalAllocationFailed and quota, idempotency, down; the
+VM identity's Key Vault Secrets User role on exactly its secrets, and its removal."""
 
 from __future__ import annotations
 
 import base64
+import uuid
 
 import pytest
 
@@ -12,11 +14,12 @@ pytest.importorskip("azure.mgmt.compute")
 pytest.importorskip("azure.mgmt.network")
 
 from advisor.clouds.azure.compute import AzureProvider  # noqa: E402
-from advisor.errors import OperationError  # noqa: E402
+from advisor.errors import OperationError, UserInputError  # noqa: E402
 from advisor.provisioning import down, provision  # noqa: E402
 from advisor.state import Store  # noqa: E402
 from tests.providers.fake_azure import FakeArm, FakeCredential, transport  # noqa: E402
 
+SUB = "00000000-0000-0000-0000-00000000abcd"
 SIZE = "Standard_NC40ads_H100_v5"
 FAMILY = "standardNCADSH100v5Family"
 KEY_REF = "azure-kv:advisor-vault/vllm-api-key"
@@ -31,15 +34,25 @@ def sku(region: str, zones=("1", "2", "3")) -> dict:
             "locationInfo": [{"location": region, "zones": list(zones)}], "restrictions": []}
 
 
+KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
+
+
+def with_vaults(arm: FakeArm) -> FakeArm:
+    """The two vaults the tests' references name, in a resource group of their own."""
+    arm.add_vault(SUB, "kv-rg", "advisor-vault")
+    arm.add_vault(SUB, "kv-rg", "myvault")
+    return arm
+
+
 @pytest.fixture
 def arm():
-    return FakeArm(skus=[sku("eastus"), sku("eastus2", ("1",))])
+    return with_vaults(FakeArm(skus=[sku("eastus"), sku("eastus2", ("1",))]))
 
 
-def azure(arm) -> AzureProvider:
-    return AzureProvider(subscription_id="00000000-0000-0000-0000-00000000abcd",
-                         credential=FakeCredential(), transport=transport(arm),
-                         polling_interval=0)
+def azure(arm, **kw) -> AzureProvider:
+    return AzureProvider(subscription_id=SUB, credential=FakeCredential(),
+                         transport=transport(arm), polling_interval=0, sleep=lambda _s: None,
+                         **kw)
 
 
 def launch(arm, tmp_path, name="h100-nvl", **kw):
@@ -155,8 +168,8 @@ def test_a_users_resource_group_is_used_not_rewritten(arm, tmp_path):
 
 
 def test_multi_node_group(tmp_path):
-    arm = FakeArm(skus=[{**sku("eastus"), "name": "Standard_ND96isr_H100_v5",
-                         "family": "standardNDSH100v5Family"}])
+    arm = with_vaults(FakeArm(skus=[{**sku("eastus"), "name": "Standard_ND96isr_H100_v5",
+                                     "family": "standardNDSH100v5Family"}]))
     store = Store(tmp_path / "s.db")
     res = provision("llama-3.1-405b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                     instance="azure:Standard_ND96isr_H100_v5",
@@ -171,5 +184,159 @@ def test_multi_node_group(tmp_path):
     assert f"content: |\n    {head_ip}\n" in worker_ud and "ADVISOR_ROLE=worker" in worker_ud
     nics = [b for b in arm.puts("networkInterfaces")]
     assert len(nics) == 2  # each VM its own NIC and public IP, one NSG and VNet for the group
+    # each VM's own identity reads both secrets
+    assert len({ra["properties"]["principalId"] for ra in arm.role_assignments.values()}) == 2
+    assert len(arm.role_assignments) == 4
     down("big", providers={"azure": azure(arm)}, store=store)
-    assert arm.resources == {}
+    assert arm.resources == {} and arm.role_assignments == {}
+
+
+# -- least privilege: Key Vault Secrets User on exactly the secrets named -----------------------
+def scope(vault: str, secret: str) -> str:
+    return (f"/subscriptions/{SUB}/resourceGroups/kv-rg/providers/Microsoft.KeyVault/vaults/"
+            f"{vault}/secrets/{secret}")
+
+
+def test_the_vm_identity_reads_exactly_its_secrets(arm, tmp_path):
+    launch(arm, tmp_path, name="reader")
+    [vm] = [r for k, r in arm.resources.items() if "/virtualmachines/" in k]
+    principal = vm["identity"]["principalId"]
+    puts = [(p, b) for m, p, b in arm.log if m == "PUT" and "roleAssignments" in p]
+    assert len(puts) == 2
+    scopes = {p.split("/providers/Microsoft.Authorization/")[0] for p, _ in puts}
+    assert scopes == {scope("advisor-vault", "vllm-api-key"), scope("myvault", "hf-token")}
+    for path, body in puts:
+        props = body["properties"]
+        assert props["principalId"] == principal and props["principalType"] == \
+            "ServicePrincipal"
+        assert props["roleDefinitionId"] == (f"/subscriptions/{SUB}/providers/Microsoft."
+                                             f"Authorization/roleDefinitions/{KV_SECRETS_USER}")
+        name = path.rsplit("/", 1)[1]
+        assert str(uuid.UUID(name)) == name  # ARM's role-assignment names are GUIDs
+    # granted after the VM exists (its principal is only known then), nothing before it
+    order = [p for m, p, _ in arm.log if m == "PUT"]
+    assert "virtualMachines" in order[-3] and all("roleAssignments" in p for p in order[-2:])
+
+    # a second provision: found, nothing assigned twice
+    again = launch(arm, tmp_path, name="reader")
+    assert again.status == "exists" and len(arm.role_assignments) == 2
+    # a second grant for the same VM (a retried launch) writes the same names again
+    before = set(arm.role_assignments)
+    spec = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                     instance=f"azure:{SIZE}", name="reader", api_key_ref=KEY_REF,
+                     dry_run=True, providers={"azure": Spec()}).requests[0]["spec"]
+    azure(arm)._grant(spec, principal)
+    assert set(arm.role_assignments) == before
+    assert [p for m, p, _ in arm.log if m == "PUT" and "roleAssignments" in p][2:] == [
+        p for p, _ in puts]  # the same names: the same PUTs
+
+    gone = down("reader", providers={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
+    assert sum(r.startswith("role-assignment:") for r in gone.removed) == 2
+    assert arm.role_assignments == {} and arm.resources == {}
+
+
+class Spec:
+    """A backend whose dry run hands back the LaunchSpec itself."""
+
+    def request(self, spec, zone):
+        return {"spec": spec}
+
+
+def test_down_leaves_other_role_assignments_alone(arm, tmp_path):
+    res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:advisor-vault/hf-token",
+                    instance=f"azure:{SIZE}", name="tidy", api_key_ref=KEY_REF,
+                    providers={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
+    assert res.status == "launched"
+    [principal] = {ra["properties"]["principalId"] for ra in arm.role_assignments.values()}
+    theirs = (f"{scope('advisor-vault', 'vllm-api-key')}/providers/Microsoft.Authorization/"
+              "roleAssignments/11111111-2222-3333-4444-555555555555")
+    arm.role_assignments[theirs.lower()] = {
+        "id": theirs, "name": theirs.rsplit("/", 1)[1], "properties": {
+            "scope": scope("advisor-vault", "vllm-api-key"), "principalId": principal,
+            "roleDefinitionId": f"/subscriptions/{SUB}/providers/Microsoft.Authorization/"
+                                f"roleDefinitions/{KV_SECRETS_USER}",
+            "description": "granted by hand"}}
+    down("tidy", providers={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
+    assert list(arm.role_assignments) == [theirs.lower()]
+
+
+def test_dry_run_shows_the_role_assignment(arm):
+    res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                    instance=f"azure:{SIZE}", name="dry", api_key_ref=KEY_REF, dry_run=True,
+                    providers={"azure": azure(arm)})
+    calls = res.requests[0]["calls"]
+    grants = [c for c in calls if c["call"] == "authorization.role_assignments.create"]
+    assert [c["scope"] for c in grants] == [
+        f"/subscriptions/{SUB}/resourceGroups/<resource group of vault advisor-vault>/providers/"
+        "Microsoft.KeyVault/vaults/advisor-vault/secrets/vllm-api-key",
+        f"/subscriptions/{SUB}/resourceGroups/<resource group of vault myvault>/providers/"
+        "Microsoft.KeyVault/vaults/myvault/secrets/hf-token"]
+    props = grants[0]["body"]["properties"]
+    assert props["roleDefinitionId"].endswith(f"/roleDefinitions/{KV_SECRETS_USER}")
+    assert "system-assigned identity" in props["principalId"]
+    assert arm.log == []  # a dry run calls nothing
+
+    given = provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name="dry",
+                      api_key_ref=KEY_REF, hf_token_ref="azure-kv:myvault/hf-token",
+                      dry_run=True, providers={"azure": azure(arm, key_vault_resource_group=
+                                                              "kv-rg")})
+    [first, _] = [c for c in given.requests[0]["calls"]
+                  if c["call"] == "authorization.role_assignments.create"]
+    assert first["scope"] == scope("advisor-vault", "vllm-api-key")
+
+
+def test_an_unknown_vault_stops_before_anything_is_made(tmp_path):
+    arm = FakeArm(skus=[sku("eastus")])
+    arm.add_vault(SUB, "kv-rg", "advisor-vault")  # the token's vault "myvault" is missing
+    with pytest.raises(UserInputError, match="'myvault'"):
+        launch(arm, tmp_path, name="novault")
+    assert arm.puts("virtualMachines") == [] and arm.resources == {}
+
+
+def test_the_vaults_resource_group_can_be_given(arm, tmp_path):
+    arm.vaults.clear()
+    arm.add_vault(SUB, "secrets-rg", "advisor-vault")
+    arm.add_vault(SUB, "secrets-rg", "myvault")
+    from advisor.clouds import registry
+
+    opts = registry.provider_options({"--key-vault-resource-group": "secrets-rg"})["azure"]
+    assert opts == {"key_vault_resource_group": "secrets-rg"}
+    res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                    instance=f"azure:{SIZE}", name="given", api_key_ref=KEY_REF,
+                    providers={"azure": azure(arm, **opts)},
+                    store=Store(tmp_path / "s.db"))
+    assert res.status == "launched"
+    assert not [p for m, p, _ in arm.log if m == "GET" and p.endswith("/resources")]  # no lookup
+    assert all("/resourceGroups/secrets-rg/" in ra["properties"]["scope"]
+               for ra in arm.role_assignments.values())
+    with pytest.raises(UserInputError, match="not in resource group"):
+        provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                  instance=f"azure:{SIZE}", name="wrong-rg", api_key_ref=KEY_REF,
+                  providers={"azure": azure(arm, key_vault_resource_group="other-rg")},
+                  store=Store(tmp_path / "s.db"))
+
+
+def test_access_policy_vault_and_a_slow_principal(arm, tmp_path):
+    arm.add_vault(SUB, "kv-rg", "myvault", rbac=False)
+    arm.principal_unknown_for = 2  # Entra ID has not yet replicated the new identity
+    res = launch(arm, tmp_path, name="policies")
+    assert res.status == "launched" and len(arm.role_assignments) == 2
+    [note] = [w for w in res.warnings if "access policies" in w]
+    assert "myvault" in note and "advisor-vault" not in note
+
+
+def test_no_right_to_assign_roles_skips_azure_and_leaves_nothing(arm, tmp_path, monkeypatch):
+    real = arm._role_assignment
+
+    def refuse(request, m, path, key, q, body):
+        if m == "PUT":
+            return arm._response(request, 403, {"error": {
+                "code": "AuthorizationFailed", "message": "The client does not have "
+                "authorization to perform action 'Microsoft.Authorization/roleAssignments/"
+                "write'"}})
+        return real(request, m, path, key, q, body)
+
+    monkeypatch.setattr(arm, "_role_assignment", refuse)
+    with pytest.raises(OperationError, match="denied"):
+        launch(arm, tmp_path, name="denied")
+    assert arm.resources == {} and arm.role_assignments == {}

@@ -1,6 +1,8 @@
 """GCP provisioning against a local Compute Engine REST endpoint with anonymous credentials:
 the request bodies (accelerators, user-data, labels, scheduling, firewall rules), failover on
-ZONE_RESOURCE_POOL_EXHAUSTED and QUOTA_EXCEEDED, idempotency, and down."""
+ZONE_RESOURCE_POOL_EXHAUSTED and QUOTA_EXCEEDED, idempotency, and down; the deployment's own
+service account with one role on exactly its secrets (IAM and Secret Manager on the same local
+server), no external IP without ingress, and --network."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 import advisor  # noqa: E402
 from advisor.clouds.gcp.compute import GcpProvider  # noqa: E402
-from advisor.errors import OperationError  # noqa: E402
+from advisor.errors import OperationError, UserInputError  # noqa: E402
 from advisor.provisioning import down, provision, status  # noqa: E402
 from advisor.state import Store  # noqa: E402
 from tests.providers.fake_gcp import FakeCompute, serve  # noqa: E402
@@ -26,17 +28,26 @@ QUOTA = ("QUOTA_EXCEEDED", "Quota 'NVIDIA_L4_GPUS' exceeded.  Limit: 0.0 in regi
          "us-central1.", 403)
 
 
+#: a binding of the secrets' owner that every read-modify-write must keep
+OWNER = {"role": "roles/secretmanager.admin", "members": ["user:owner@example.com"]}
+SA = "advisor-{}@proj.iam.gserviceaccount.com"
+ACCESSOR = "roles/secretmanager.secretAccessor"
+
+
 @pytest.fixture
 def fake():
     f = FakeCompute(zones={"g2-standard-8": ["us-central1-a", "us-central1-b", "us-east4-c"],
                            "n1-standard-32": ["us-central1-a"]})
+    for secret in ("advisor-vllm-api-key", "advisor-hf-token", "someone-elses"):
+        f.secrets[secret] = {"version": 1, "etag": "BwA", "bindings": [dict(OWNER)]}
     with serve(f) as url:
         f.url = url
         yield f
 
 
 def gcp(fake) -> GcpProvider:
-    return GcpProvider(project="proj", credentials=AnonymousCredentials(), endpoint=fake.url)
+    return GcpProvider(project="proj", credentials=AnonymousCredentials(), endpoint=fake.url,
+                       iam_url=fake.url, secretmanager_url=fake.url, sleep=lambda _s: None)
 
 
 def inserts(fake, kind="instances"):
@@ -65,7 +76,13 @@ def test_launch_sends_the_exact_body(fake, tmp_path):
     disk = body["disks"][0]["initializeParams"]
     assert int(disk["diskSizeGb"]) >= 100 and "ubuntu-accelerator" in disk["sourceImage"]
     assert inserts(fake, "firewalls") == []  # nothing opened without --allow-cidr
-    assert res.instances[0].public_ip == "198.51.100.7"
+    # nothing may reach it, so no external IP; it runs as its own account, not the default one
+    assert body["networkInterfaces"] == [{"network": "global/networks/default"}]
+    assert res.instances[0].public_ip is None
+    assert body["serviceAccounts"] == [{"email": SA.format("l4-box"), "scopes": [
+        "https://www.googleapis.com/auth/cloud-platform"]}]
+    assert list(fake.service_accounts) == [SA.format("l4-box")]
+    assert any("Cloud NAT" in w and "'default'" in w for w in res.warnings)
 
     # the same name again: found by label, nothing inserted
     again = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
@@ -74,7 +91,8 @@ def test_launch_sends_the_exact_body(fake, tmp_path):
     assert again.status == "exists" and len(inserts(fake)) == 1
 
     gone = down("l4-box", providers={"gcp": gcp(fake)}, store=store)
-    assert gone.removed == ["l4-box"] and fake.instances == {}
+    assert gone.removed == ["l4-box", f"service-account:{SA.format('l4-box')}"]
+    assert fake.instances == {} and fake.service_accounts == {}
     assert status("l4-box", store=store)[0].status == "down"
 
 
@@ -84,6 +102,9 @@ def test_spot_and_firewall_rules(fake, tmp_path):
               allow_cidrs=["203.0.113.0/24"], ssh_cidrs=["198.51.100.7/32"],
               providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     [(_, body)] = inserts(fake)
+    # something may reach it: an external IP
+    assert body["networkInterfaces"][0]["accessConfigs"] == [{"name": "External NAT",
+                                                              "type": "ONE_TO_ONE_NAT"}]
     assert body["scheduling"]["provisioningModel"] == "SPOT"
     assert body["scheduling"]["instanceTerminationAction"] == "DELETE"
     rules = {r["name"]: r for r in fake.firewalls.values()}
@@ -205,3 +226,180 @@ def test_multi_node_group_in_one_zone(fake, tmp_path):
     gone = down("big", providers={"gcp": gcp(fake)}, store=store)
     assert {"big", "big-w1", "firewall:advisor-big-internal"} <= set(gone.removed)
     assert fake.instances == {} and fake.firewalls == {}
+
+
+# -- least privilege: the service account, its bindings, the external IP, --network -----------
+def members_by_secret(fake, email):
+    """{secret: [roles that name the account]} over every secret's policy."""
+    out = {}
+    for secret, policy in fake.secrets.items():
+        roles = [b["role"] for b in policy.get("bindings", [])
+                 if f"serviceAccount:{email}" in b.get("members", [])]
+        if roles:
+            out[secret] = roles
+    return out
+
+
+def test_dry_run_shows_the_account_the_binding_and_no_external_ip(fake):
+    res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name="dry", dry_run=True,
+                    providers={"gcp": gcp(fake)})
+    req = res.requests[0]
+    calls = [c["call"] for c in req["calls"]]
+    assert calls == ["iam.projects.serviceAccounts.create",
+                     "secretmanager.projects.secrets.setIamPolicy",
+                     "secretmanager.projects.secrets.setIamPolicy",
+                     "compute.instances.insert"]
+    create = req["calls"][0]
+    assert create["name"] == "projects/proj" and create["body"]["accountId"] == "advisor-dry"
+    assert "advisor" in create["body"]["serviceAccount"]["displayName"]
+    assert "dry" in create["body"]["serviceAccount"]["displayName"]
+    grants = req["calls"][1:3]
+    assert [g["resource"] for g in grants] == ["projects/proj/secrets/advisor-vllm-api-key",
+                                               "projects/proj/secrets/advisor-hf-token"]
+    for g in grants:
+        assert g["body"]["policy"]["bindings"] == [{
+            "role": ACCESSOR, "members": [f"serviceAccount:{SA.format('dry')}"]}]
+    body = req["calls"][-1]["body"]
+    assert body["networkInterfaces"] == [{"network": "global/networks/default"}]
+    assert body["serviceAccounts"][0]["email"] == SA.format("dry")
+    assert any("Cloud NAT" in n for n in req["notes"])
+    assert fake.requests == []  # a dry run calls nothing
+
+    opened = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                       instance="gcp:g2-standard-8", name="dry", dry_run=True,
+                       ssh_cidrs=["198.51.100.7/32"], providers={"gcp": gcp(fake)})
+    body = opened.requests[0]["calls"][-1]["body"]
+    assert body["networkInterfaces"][0]["accessConfigs"] == [{"name": "External NAT",
+                                                              "type": "ONE_TO_ONE_NAT"}]
+    assert "notes" not in opened.requests[0]
+
+
+def test_the_account_gets_one_role_on_exactly_its_secrets(fake, tmp_path):
+    store = Store(tmp_path / "s.db")
+    provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+              instance="gcp:g2-standard-8", name="least", providers={"gcp": gcp(fake)},
+              store=store)
+    email = SA.format("least")
+    assert members_by_secret(fake, email) == {"advisor-vllm-api-key": [ACCESSOR],
+                                              "advisor-hf-token": [ACCESSOR]}
+    for secret in ("advisor-vllm-api-key", "advisor-hf-token", "someone-elses"):
+        assert OWNER in fake.secrets[secret]["bindings"]  # read-modify-write kept the rest
+    assert fake.secrets["someone-elses"]["bindings"] == [OWNER]
+    sets = [p for m, p, _ in fake.requests if m == "POST" and p.endswith(":setIamPolicy")]
+    assert sets == ["/v1/projects/proj/secrets/advisor-vllm-api-key:setIamPolicy",
+                    "/v1/projects/proj/secrets/advisor-hf-token:setIamPolicy"]
+    # the same name again: found, nothing granted twice
+    again = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                      instance="gcp:g2-standard-8", name="least", providers={"gcp": gcp(fake)},
+                      store=store)
+    assert again.status == "exists"
+    assert len([p for m, p, _ in fake.requests if p.endswith(":setIamPolicy")]) == 2
+
+    # another region's clean-up leaves the account of an instance that still runs
+    assert gcp(fake).terminate("least", "us-east4") == [] and email in fake.service_accounts
+    gone = down("least", providers={"gcp": gcp(fake)}, store=store)
+    assert f"service-account:{email}" in gone.removed and fake.service_accounts == {}
+    assert members_by_secret(fake, email) == {}
+    assert all(p["bindings"] == [OWNER] for p in fake.secrets.values())
+
+
+def test_a_second_ensure_network_grants_nothing_twice(fake):
+    spec = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", name="twice",
+                     hf_token_ref="gcp-secret:advisor-hf-token", dry_run=True,
+                     providers={"gcp": Spec()}).requests[0]["spec"]
+    p = gcp(fake)
+    p.ensure_network(spec)
+    p.ensure_network(spec)
+    creates = [r for m, r, _ in fake.requests if m == "POST" and r.endswith("/serviceAccounts")]
+    assert len(creates) == 2 and len(fake.service_accounts) == 1  # the second: 409, found
+    for secret in ("advisor-vllm-api-key", "advisor-hf-token"):
+        [accessor] = [b for b in fake.secrets[secret]["bindings"] if b["role"] == ACCESSOR]
+        assert accessor["members"] == [f"serviceAccount:{SA.format('twice')}"]
+
+
+class Spec:
+    """A backend whose dry run hands back the LaunchSpec itself."""
+
+    def request(self, spec, zone):
+        return {"spec": spec}
+
+
+def test_a_stale_etag_is_read_again_and_a_new_account_waited_for(fake, tmp_path):
+    fake.races["advisor-vllm-api-key"] = 1  # someone changes the policy between read and write
+    fake.unknown_account_for = 2  # IAM has not yet propagated the new account
+    provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+              instance="gcp:g2-standard-8", name="race", providers={"gcp": gcp(fake)},
+              store=Store(tmp_path / "s.db"))
+    bindings = fake.secrets["advisor-vllm-api-key"]["bindings"]
+    assert {"role": "roles/secretmanager.viewer", "members": ["user:racer@example.com"]} in \
+        bindings  # the racer's change survived the retry
+    assert members_by_secret(fake, SA.format("race")) == {"advisor-vllm-api-key": [ACCESSOR],
+                                                          "advisor-hf-token": [ACCESSOR]}
+
+
+def test_a_missing_secret_stops_before_any_instance(fake, tmp_path):
+    del fake.secrets["advisor-hf-token"]
+    with pytest.raises(UserInputError, match="'advisor-hf-token' does not exist"):
+        provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                  instance="gcp:g2-standard-8", name="nosecret", providers={"gcp": gcp(fake)},
+                  store=Store(tmp_path / "s.db"))
+    assert inserts(fake) == [] and fake.service_accounts == {}  # cleaned up again
+    assert members_by_secret(fake, SA.format("nosecret")) == {}
+
+
+def test_a_long_name_gets_a_valid_account_id_and_a_foreign_account_is_refused(fake, tmp_path):
+    name = "a-rather-long-deployment-name-of-40-char"
+    assert len(name) == 40
+    res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name=name, providers={"gcp": gcp(fake)},
+                    store=Store(tmp_path / "s.db"))
+    [email] = fake.service_accounts
+    account = email.split("@")[0]
+    assert res.status == "launched" and len(account) <= 30 and account.startswith("advisor-")
+    down(name, providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+    assert fake.service_accounts == {}
+
+    email = SA.format("taken")
+    fake.service_accounts[email] = {"email": email, "displayName": "the data team's robot"}
+    with pytest.raises(OperationError, match="advisor did not create"):
+        provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                  instance="gcp:g2-standard-8", name="taken", providers={"gcp": gcp(fake)},
+                  store=Store(tmp_path / "t.db"))
+    assert len(inserts(fake)) == 1  # the first deployment's only
+    assert email in fake.service_accounts  # not ours: left alone by the cleanup too
+
+
+def test_network_option_reaches_instance_and_firewalls(fake, tmp_path):
+    from advisor.clouds import registry
+
+    for command in ("provision", "status", "down"):
+        assert ("gcp", "--network") in [(c, o.flag) for c, o in registry.options(command)]
+    with pytest.raises(UserInputError, match="--network"):
+        registry.provider_options({"--network": "Bad_Name"})
+    opts = registry.provider_options({"--network": "ml-vpc"})
+    assert opts["gcp"] == {"network": "ml-vpc"}
+    store = Store(tmp_path / "s.db")
+    provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+              instance="gcp:g2-standard-8", name="netted", allow_cidrs=["203.0.113.0/24"],
+              providers={"gcp": gcp(fake)}, store=store, provider_options=opts)
+    [(_, body)] = inserts(fake)
+    assert body["networkInterfaces"][0]["network"] == "global/networks/ml-vpc"
+    assert fake.firewalls["advisor-netted-vllm"]["network"] == "global/networks/ml-vpc"
+    assert store.require("netted").spec["options"]["gcp"] == {"network": "ml-vpc"}
+    dry = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name="netted", dry_run=True,
+                    allow_cidrs=["203.0.113.0/24"], providers={"gcp": gcp(fake)},
+                    provider_options=opts)
+    assert [c["body"]["network"] for c in dry.requests[0]["calls"]
+            if c["call"] == "compute.firewalls.insert"] == ["global/networks/ml-vpc"]
+
+    path = "projects/host-proj/global/networks/shared-vpc"
+    dry = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
+                    instance="gcp:g2-standard-8", name="shared", dry_run=True,
+                    allow_cidrs=["203.0.113.0/24"], providers={"gcp": gcp(fake)},
+                    provider_options=registry.provider_options({"--network": path}))
+    calls = dry.requests[0]["calls"]
+    assert [c["body"]["network"] for c in calls if c["call"] == "compute.firewalls.insert"] == [
+        path]
+    assert calls[-1]["body"]["networkInterfaces"][0]["network"] == path

@@ -11,6 +11,14 @@ weights, the rendered cloud-config as base64 ``customData``, a system-assigned i
 reading the API key from Key Vault, tags on everything, and Spot with eviction = Delete as an
 option. The NIC, public IP and OS disk are deleted with the VM (``deleteOption: Delete``).
 
+Least privilege (as the AWS instance profile): once the VM exists, its identity's principal is
+given the built-in role Key Vault Secrets User on the API key's secret alone (and the Hugging
+Face token's), scoped to ``…/vaults/VAULT/secrets/NAME``; the vault's resource group is looked
+up in the subscription, or given with ``--key-vault-resource-group``. Each role assignment has a
+name derived from the deployment, the principal and the scope (a second run writes the same
+one), and ``down`` deletes them with the VM. A vault that uses access policies instead of Azure
+RBAC ignores role assignments: a note says so, and advisor changes no vault policy.
+
 SSH: Azure requires a key for a Linux VM without a password. ``ssh_public_key`` supplies one;
 without it advisor generates a key pair and throws the private half away, so nobody can log in
 (and port 22 is closed unless ``--ssh-cidr`` opens it).
@@ -21,13 +29,16 @@ without it advisor generates a key pair and throws the private half away, so nob
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
+from advisor.clouds.azure.secrets import KEY_SCHEME
 from advisor.clouds.base import (
     TAG_DEPLOYMENT,
     CloudError,
@@ -53,6 +64,10 @@ QUOTA = {"QuotaExceeded", "OperationNotAllowed", "SpotQuotaExceeded",
          "ResourceQuotaExceeded", "InsufficientQuota"}
 AUTH = {"AuthorizationFailed", "InvalidAuthenticationToken", "AuthenticationFailed",
         "InvalidAuthenticationTokenTenant", "LinkedAuthorizationFailed", "SubscriptionNotFound"}
+#: the built-in role "Key Vault Secrets User": read secret contents, nothing else
+KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
+AUTHORIZATION_API = "2022-04-01"
+KEYVAULT_API = "2023-07-01"
 POWER = {"running": "running", "starting": "starting", "stopped": "stopped",
          "stopping": "stopping", "deallocated": "stopped", "deallocating": "stopping"}
 
@@ -91,6 +106,23 @@ def throwaway_ssh_key() -> str:
     return pub.decode() + " advisor-throwaway"
 
 
+def kv_secrets(spec: LaunchSpec) -> list[tuple[str, str]]:
+    """(vault, secret) of each Key Vault secret the VM reads (API key, Hugging Face token)."""
+    out: list[tuple[str, str]] = []
+    for ref in (spec.api_key_ref, spec.hf_token_ref):
+        if ref and ref.startswith(KEY_SCHEME.prefix):
+            vault, _, secret = ref.removeprefix(KEY_SCHEME.prefix).partition("/")
+            if (vault, secret) not in out:
+                out.append((vault, secret))
+    return out
+
+
+def role_assignment_name(deployment: str, principal: str, scope: str) -> str:
+    """The same GUID for the same grant: a second run rewrites it instead of adding one."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL,
+                          f"advisor:{deployment}:{principal}:{scope.lower()}"))
+
+
 def _image_ref(image: str | None) -> dict[str, str]:
     if image is None:
         return dict(IMAGE)
@@ -110,8 +142,12 @@ class AzureProvider:
                  resource_group: str | None = None, transport: Any = None,
                  polling_interval: float | None = None, ssh_public_key: str | None = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 prices_url: str = RETAIL_PRICES_URL, **_: Any) -> None:
+                 prices_url: str = RETAIL_PRICES_URL, key_vault_resource_group: str | None = None,
+                 **_: Any) -> None:
         self.prices_url = prices_url
+        self._kv_rg = key_vault_resource_group
+        #: vault name (lower case) -> {"id": resource id, "rbac": RBAC mode, None if unknown}
+        self._vaults: dict[str, dict[str, Any]] = {}
         self.notes: list[str] = []
         self._subscription = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID")
         self._credential = credential
@@ -203,6 +239,135 @@ class AzureProvider:
             return False
         except Exception as exc:
             raise self.classify(exc) from exc
+
+    def _arm(self, method: str, url: str, api_version: str, body: dict[str, Any] | None = None,
+             params: dict[str, str] | None = None) -> Any:
+        """One ARM call through the SDK's pipeline (credential, retries, transport) for what
+        no installed SDK covers (role assignments, Key Vault's resource)."""
+        from azure.core.rest import HttpRequest
+
+        if not url.startswith("https://"):
+            params = {"api-version": api_version, **(params or {})}
+        req = HttpRequest(method, url, params=params, json=body)
+        return self._do(self._client("resource").send_request, req)
+
+    def _arm_error(self, resp: Any, hint: str | None = None) -> BaseException:
+        from azure.core.exceptions import HttpResponseError
+        from azure.mgmt.core.exceptions import ARMErrorFormat
+
+        err = self.classify(HttpResponseError(response=resp, error_format=ARMErrorFormat))
+        if hint and isinstance(err, CloudError) and err.scope == "provider":
+            err.hint = hint
+        return err
+
+    # -- Key Vault access -------------------------------------------------------------------
+    def _vault(self, vault: str) -> dict[str, Any]:
+        """The vault's resource id and whether it uses Azure RBAC (found once)."""
+        if vault.lower() in self._vaults:
+            return self._vaults[vault.lower()]
+        sub = self.subscription
+        if self._kv_rg:
+            vid = (f"/subscriptions/{sub}/resourceGroups/{self._kv_rg}/providers/"
+                   f"Microsoft.KeyVault/vaults/{vault}")
+        else:
+            listed = self._do(self._client("resource").resources.list,
+                              filter="resourceType eq 'Microsoft.KeyVault/vaults'")
+            found = [r for r in self._do(list, listed) if str(r.name).lower() == vault.lower()]
+            if not found:
+                raise UserInputError(f"Azure Key Vault {vault!r} is not in subscription {sub}",
+                                     hint="create it there, or pass --key-vault-resource-group "
+                                     "if these credentials cannot list it")
+            vid = str(found[0].id)
+        resp = self._arm("GET", vid, KEYVAULT_API)
+        if resp.status_code == 404:
+            raise UserInputError(f"Azure Key Vault {vault!r} is not in resource group "
+                                 f"{self._kv_rg}", hint="check --key-vault-resource-group")
+        rbac = None  # not readable with these credentials: assume RBAC, say nothing
+        if resp.status_code == 200:
+            rbac = bool(((resp.json() or {}).get("properties") or {}).get(
+                "enableRbacAuthorization"))
+        self._vaults[vault.lower()] = {"id": vid, "rbac": rbac}
+        return self._vaults[vault.lower()]
+
+    def _secret_scope(self, vault: str, secret: str, resolve: bool = True) -> str:
+        if resolve or vault.lower() in self._vaults:
+            return f"{self._vault(vault)['id']}/secrets/{secret}"
+        rg = self._kv_rg or f"<resource group of vault {vault}>"
+        return (f"/subscriptions/{self._subscription or '<subscription>'}/resourceGroups/{rg}/"
+                f"providers/Microsoft.KeyVault/vaults/{vault}/secrets/{secret}")
+
+    def role_assignment_body(self, deployment: str, vm: str, vault: str, secret: str,
+                             principal: str) -> dict[str, Any]:
+        sub = self._subscription or "<subscription>"
+        return {"properties": {
+            "roleDefinitionId": f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
+                                f"roleDefinitions/{KV_SECRETS_USER}",
+            "principalId": principal,
+            # a new identity may not have replicated yet; with its type given ARM does not wait
+            # to look it up (Azure RBAC docs, "Assign roles to a new service principal")
+            "principalType": "ServicePrincipal",
+            "description": f"advisor deployment {deployment}: {vm} reads {vault}/{secret}"}}
+
+    def _grant(self, spec: LaunchSpec, principal: str) -> list[str]:
+        """Key Vault Secrets User on each secret for ``principal`` (the VM's identity)."""
+        made = []
+        hint = ("a role assignment needs Microsoft.Authorization/roleAssignments/write on the "
+                "vault (Owner, User Access Administrator or Role Based Access Control "
+                "Administrator)")
+        for vault, secret in kv_secrets(spec):
+            scope = self._secret_scope(vault, secret)
+            name = role_assignment_name(spec.deployment, principal, scope)
+            body = self.role_assignment_body(spec.deployment, spec.vm_name, vault, secret,
+                                             principal)
+            url = f"{scope}/providers/Microsoft.Authorization/roleAssignments/{name}"
+            for attempt in range(10):
+                resp = self._arm("PUT", url, AUTHORIZATION_API, body)
+                if resp.status_code in (200, 201):
+                    break
+                err = self._arm_error(resp, hint)
+                code = getattr(err, "code", "")
+                if code == "RoleAssignmentExists":
+                    break  # the same grant under another name: there already
+                if code == "PrincipalNotFound" and attempt < 9:
+                    self.sleep(5.0)  # the identity is not yet known to Entra ID
+                    continue
+                raise err
+            made.append(name)
+            if self._vault(vault)["rbac"] is False:
+                note = (f"Azure: Key Vault {vault} uses access policies, not Azure RBAC, so the "
+                        f"Key Vault Secrets User assignment does not let {spec.vm_name} (principal "
+                        f"{principal}) read {secret}: give that principal 'Get' on secrets in "
+                        "the vault's access policies (advisor changes no vault policy)")
+                if note not in self.notes:
+                    self.notes.append(note)
+        return made
+
+    def _revoke(self, deployment: str, principals: list[str]) -> list[str]:
+        """Delete the role assignments advisor made for ``principals`` (the VMs' identities)."""
+        removed = []
+        url = (f"/subscriptions/{self.subscription}/providers/Microsoft.Authorization/"
+               "roleAssignments")
+        for principal in principals:
+            page: str | None = url
+            params: dict[str, str] | None = {"$filter": f"principalId eq '{principal}'"}
+            while page:
+                resp = self._arm("GET", page, AUTHORIZATION_API, params=params)
+                if resp.status_code != 200:
+                    raise self._arm_error(resp)
+                doc = resp.json() or {}
+                for ra in doc.get("value", []):
+                    props = ra.get("properties") or {}
+                    if not (str(props.get("description", "")).startswith(
+                            f"advisor deployment {deployment}:")
+                            and str(props.get("roleDefinitionId", "")).lower().endswith(
+                                KV_SECRETS_USER)):
+                        continue  # not advisor's: left alone
+                    gone = self._arm("DELETE", ra["id"], AUTHORIZATION_API)
+                    if gone.status_code not in (200, 204, 404):
+                        raise self._arm_error(gone)
+                    removed.append(f"role-assignment:{ra['name']}")
+                page, params = doc.get("nextLink"), None
+        return removed
 
     # -- bodies -----------------------------------------------------------------------------
     def _ids(self, spec: LaunchSpec) -> dict[str, str]:
@@ -298,6 +463,13 @@ class AzureProvider:
              "body": b["networkInterface"]},
             {"call": "compute.virtual_machines.begin_create_or_update", "name": n["vm"],
              "body": b["virtualMachine"]}]
+        principal = f"<principalId of {n['vm']}'s system-assigned identity>"
+        for vault, secret in kv_secrets(spec):
+            scope = self._secret_scope(vault, secret, resolve=False)
+            calls.append({"call": "authorization.role_assignments.create", "scope": scope,
+                          "name": "<uuid5 of deployment, principalId and scope>",
+                          "body": self.role_assignment_body(spec.deployment, spec.vm_name,
+                                                            vault, secret, principal)})
         return {"provider": "azure", "subscription": self._subscription or "<subscription>",
                 "resource_group": rg, "region": spec.region, "zone": zone, "calls": calls}
 
@@ -383,6 +555,8 @@ class AzureProvider:
         n = names(spec.deployment)
         rg = self.rg(spec.deployment)
         b = self.bodies(spec, None, "-")
+        for vault, _ in kv_secrets(spec):  # an unknown vault stops before anything is made
+            self._vault(vault)
         resource = self._client("resource")
         if self._rg is None:  # advisor's own group; a user's group is used as it is
             self._do(resource.resource_groups.create_or_update, rg,
@@ -425,6 +599,20 @@ class AzureProvider:
                 # zone cannot be changed: remove it so the next zone starts clean
                 self._delete(vms, rg, n["vm"])
             raise
+        if kv_secrets(spec):
+            principal = getattr(getattr(vm, "identity", None), "principal_id", None)
+            if not principal:
+                raise CloudError("azure", "NoPrincipal", f"VM {n['vm']} came back without its "
+                                 "system-assigned identity", "fatal")
+            try:
+                self._grant(spec, str(principal))
+            except Exception:
+                # a VM that cannot read its key would never serve: remove it and what was
+                # granted so far, so that the region's cleanup finds nothing running
+                with contextlib.suppress(Exception):
+                    self._revoke(spec.deployment, [str(principal)])
+                self._delete(vms, rg, n["vm"])
+                raise
         return self._row(vm, rg, spec.region)
 
     def terminate(self, deployment: str, region: str) -> list[str]:
@@ -433,9 +621,16 @@ class AzureProvider:
         compute, network = self._client("compute"), self._client("network")
         removed = []
         vms = [i.id for i in self.find(deployment, region)]
+        principals = []
+        for vm in vms:  # their identities' role assignments go first, while they are known
+            ident = getattr(self._do(compute.virtual_machines.get, rg, vm), "identity", None)
+            if principal := getattr(ident, "principal_id", None):
+                principals.append(str(principal))
+        revoked = self._revoke(deployment, principals)
         for vm in vms:
             if self._delete(compute.virtual_machines, rg, vm):
                 removed.append(vm)
+        removed += revoked
         per_vm = [(ops, names(deployment, vm)[key]) for vm in dict.fromkeys([deployment, *vms])
                   for ops, key in ((network.network_interfaces, "nic"),
                                    (network.public_ip_addresses, "ip"))]

@@ -9,6 +9,11 @@ OPTIONS = (
                 # ARM's rule: 1-90 letters, digits, '_', '-', '.', '(' and ')', not ending in '.'
                 pattern=r"[A-Za-z0-9_().-]{0,89}[A-Za-z0-9_()-]",
                 commands=("provision", "status", "down")),
+    CloudOption(key="key_vault_resource_group", flag="--key-vault-resource-group",
+                help="Azure resource group of the Key Vault that --api-key-ref/--hf-token-ref "
+                "name (default: looked up in the subscription); the VM's identity gets Key "
+                "Vault Secrets User on those secrets only",
+                pattern=r"[A-Za-z0-9_().-]{0,89}[A-Za-z0-9_()-]", commands=("provision",)),
     CloudOption(key="subscription_id", flag="--subscription",
                 help="Azure subscription id (default: AZURE_SUBSCRIPTION_ID)",
                 pattern=r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"

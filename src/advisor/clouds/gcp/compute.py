@@ -9,12 +9,23 @@ from the deployment, zone and type so that a retried insert creates nothing twic
 rules are made only for ``--allow-cidr`` (the vLLM ports) and ``--ssh-cidr`` (22), each aimed
 at the deployment's network tag.
 
-``endpoint`` and ``credentials`` are the seams the tests use: a local HTTP endpoint and
-anonymous credentials.
+Least privilege (as the AWS instance profile): the instance runs as its own service account
+``advisor-NAME@PROJECT.iam.gserviceaccount.com`` (a long name is cut and given a hash: account
+ids hold at most 30 characters), never the default compute account. Its only role is
+``roles/secretmanager.secretAccessor`` on the API key's secret (and the Hugging Face token's),
+granted on each secret's own IAM policy (read-modify-write with the policy's etag). ``down``
+takes that binding out again and deletes the account. The instance gets an external IP only
+when ``--allow-cidr`` or ``--ssh-cidr`` opens something; without one it reaches pip and the
+Hugging Face Hub only through Cloud NAT on its network (``--network``), which advisor does not
+create (a note says so).
+
+``endpoint``, ``iam_url``, ``secretmanager_url`` and ``credentials`` are the seams the tests
+use: a local HTTP endpoint and anonymous credentials.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -28,6 +39,7 @@ from advisor.clouds.base import (
     LaunchSpec,
     QuotaStatus,
 )
+from advisor.clouds.gcp.secrets import KEY_SCHEME
 from advisor.errors import UserInputError
 from advisor.state import InstanceRow, ResourceRow
 
@@ -45,6 +57,15 @@ QUOTA = {"QUOTA_EXCEEDED", "QUOTAEXCEEDED", "QUOTA_LIMIT_EXCEEDED", "REGION_QUOT
 GONE = {"DELETED"}
 #: the Cloud Billing Catalog API (catalog refresh reads prices there)
 BILLING_URL = "https://cloudbilling.googleapis.com"
+#: the IAM API (the deployment's service account) and Secret Manager (its one binding)
+IAM_URL = "https://iam.googleapis.com"
+SECRETMANAGER_URL = "https://secretmanager.googleapis.com"
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+#: Google's advice for instances with a service account (Compute Engine docs, "Service accounts
+#: > Access scopes"): set the broad cloud-platform scope and limit what the account may do with
+#: IAM roles; here IAM allows exactly one role on one or two secrets
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+DEFAULT_NETWORK = "global/networks/default"
 
 
 def _compute() -> Any:
@@ -71,6 +92,72 @@ def disk_type(machine_type: str) -> str:
     if machine_type.startswith(("a3-ultragpu", "a4-", "a4x-")):
         return "hyperdisk-balanced"
     return "pd-ssd"
+
+
+def network_path(value: str | None) -> str:
+    """``--network``: a network's name or its ``projects/P/global/networks/N`` path, as the
+    partial URL that instances and firewall rules take."""
+    if not value:
+        return DEFAULT_NETWORK
+    return value if "/" in value else f"global/networks/{value}"
+
+
+def with_network(spec: LaunchSpec) -> LaunchSpec:
+    """``spec`` with its ``network`` option written as a path (the firewall rules read it)."""
+    net = spec.options.get("network")
+    if not net or network_path(net) == net:
+        return spec
+    return spec.model_copy(update={"options": {**spec.options, "network": network_path(net)}})
+
+
+def has_ingress(spec: LaunchSpec) -> bool:
+    """Whether anything outside may reach the instance: only then does it get an external IP."""
+    return bool(spec.allow_cidrs or spec.ssh_cidrs)
+
+
+def sa_id(deployment: str) -> str:
+    """The account id of the deployment's service account, ``advisor-NAME``; ids hold 6-30
+    characters, so a longer one is cut and ends in a hash of the name (never shared)."""
+    base = f"advisor-{deployment}"
+    if len(base) <= 30:
+        return base
+    digest = hashlib.sha256(deployment.encode()).hexdigest()[:6]
+    return f"{base[:23].rstrip('-')}-{digest}"
+
+
+def sa_email(deployment: str, project: str) -> str:
+    domain, _, pid = project.rpartition(":")  # a domain-scoped project: example.com:proj
+    return f"{sa_id(deployment)}@{pid}{'.' + domain if domain else ''}.iam.gserviceaccount.com"
+
+
+def sa_display_name(deployment: str) -> str:
+    return f"advisor: deployment {deployment}"
+
+
+def secret_names(spec: LaunchSpec) -> list[str]:
+    """The Secret Manager secrets the instance reads (API key, Hugging Face token)."""
+    out: list[str] = []
+    for ref in (spec.api_key_ref, spec.hf_token_ref):
+        if ref and ref.startswith(KEY_SCHEME.prefix):
+            name = ref.removeprefix(KEY_SCHEME.prefix)
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def service_account_body(spec: LaunchSpec) -> dict[str, Any]:
+    """``projects.serviceAccounts.create``; the description names the secrets, so that ``down``
+    (which has no spec) knows which bindings to take out."""
+    secrets = secret_names(spec)
+    return {"accountId": sa_id(spec.deployment), "serviceAccount": {
+        "displayName": sa_display_name(spec.deployment),
+        "description": (f"advisor deployment {spec.deployment} reads: "
+                        f"{' '.join(secrets) or '-'}")[:256]}}
+
+
+def described_secrets(description: str) -> list[str]:
+    _, sep, names = description.partition(" reads: ")
+    return [n for n in names.split() if n != "-"] if sep else []
 
 
 def firewall_bodies(spec: LaunchSpec) -> list[dict[str, Any]]:
@@ -100,7 +187,7 @@ def firewall_bodies(spec: LaunchSpec) -> list[dict[str, Any]]:
     return out
 
 
-def instance_body(spec: LaunchSpec, zone: str) -> dict[str, Any]:
+def instance_body(spec: LaunchSpec, zone: str, service_account: str) -> dict[str, Any]:
     dtype = spec.options.get("disk_type") or disk_type(spec.instance_type)
     body: dict[str, Any] = {
         "name": spec.vm_name,
@@ -115,14 +202,16 @@ def instance_body(spec: LaunchSpec, zone: str) -> dict[str, Any]:
                        "diskSizeGb": str(spec.disk_gib),
                        "diskType": f"zones/{zone}/diskTypes/{dtype}",
                        "labels": dict(spec.labels)}}],
-        "networkInterfaces": [{
-            "network": spec.options.get("network", "global/networks/default"),
-            "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}],
-        "serviceAccounts": [{"email": spec.options.get("service_account", "default"),
-                             "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
+        "networkInterfaces": [{"network": network_path(spec.options.get("network"))}],
+        # the deployment's own account (never the default one, which holds Editor); the broad
+        # scope is Google's advice, IAM decides (see CLOUD_PLATFORM)
+        "serviceAccounts": [{"email": service_account, "scopes": [CLOUD_PLATFORM]}],
         "shieldedInstanceConfig": {"enableSecureBoot": False, "enableVtpm": True,
                                    "enableIntegrityMonitoring": True},
     }
+    if has_ingress(spec):  # an external IP only when something outside may reach it
+        body["networkInterfaces"][0]["accessConfigs"] = [{"name": "External NAT",
+                                                          "type": "ONE_TO_ONE_NAT"}]
     if spec.spot:
         body["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
                               "onHostMaintenance": "TERMINATE", "automaticRestart": False}
@@ -145,8 +234,11 @@ class GcpProvider:
     def __init__(self, project: str | None = None, credentials: Any = None,
                  endpoint: str | None = None, timeout_s: float = 600,
                  sleep: Callable[[float], None] = time.sleep, billing_url: str | None = None,
+                 iam_url: str | None = None, secretmanager_url: str | None = None,
                  **_: Any) -> None:
         self.billing_url = billing_url or BILLING_URL
+        self.iam_url = (iam_url or IAM_URL).rstrip("/")
+        self.secretmanager_url = (secretmanager_url or SECRETMANAGER_URL).rstrip("/")
         self.notes: list[str] = []
         self._project = project or os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get(
             "CLOUDSDK_CORE_PROJECT")
@@ -181,6 +273,55 @@ class GcpProvider:
             self._clients[kind] = getattr(compute, kind)(
                 credentials=self._credentials, transport="rest", client_options=opts)
         return self._clients[kind]
+
+    def _session(self) -> Any:
+        """An AuthorizedSession for the REST APIs that google-cloud-compute does not cover
+        (IAM, Secret Manager)."""
+        if "rest" not in self._clients:
+            from google.auth.transport.requests import AuthorizedSession
+
+            if self._credentials is None:
+                import google.auth
+
+                try:
+                    self._credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
+                except Exception as exc:
+                    raise CloudError("gcp", "NoCredentials", str(exc), "provider",
+                                     hint="run 'gcloud auth application-default login' or set "
+                                     "GOOGLE_APPLICATION_CREDENTIALS") from exc
+            self._clients["rest"] = AuthorizedSession(self._credentials)
+        return self._clients["rest"]
+
+    def _rest(self, method: str, url: str, body: dict[str, Any] | None = None,
+              params: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+        try:
+            r = self._session().request(method, url, json=body, params=params, timeout=60)
+        except Exception as exc:
+            raise self.classify(exc) from exc
+        try:
+            doc = r.json()
+        except ValueError:
+            doc = {}
+        return r.status_code, doc if isinstance(doc, dict) else {}
+
+    @staticmethod
+    def _rest_error(status: int, doc: dict[str, Any], what: str) -> CloudError:
+        err = doc.get("error") or {}
+        code = str(err.get("status") or f"HTTP{status}")
+        msg = f"{what}: {err.get('message') or status}"
+        if status in (401, 403):
+            return CloudError("gcp", code, msg, "provider",
+                              hint="the credentials need to create service accounts "
+                              "(roles/iam.serviceAccountAdmin) and set IAM policies on secrets "
+                              "(roles/secretmanager.admin), with the IAM and Secret Manager "
+                              "APIs enabled")
+        return CloudError("gcp", code, msg, "fatal")
+
+    def _sa_url(self, email: str) -> str:
+        return f"{self.iam_url}/v1/projects/{self.project}/serviceAccounts/{email}"
+
+    def _secret_url(self, secret: str) -> str:
+        return f"{self.secretmanager_url}/v1/projects/{self.project}/secrets/{secret}"
 
     # -- errors -----------------------------------------------------------------------------
     def classify(self, exc: BaseException) -> BaseException:
@@ -236,14 +377,39 @@ class GcpProvider:
 
     # -- requests ---------------------------------------------------------------------------
     def request(self, spec: LaunchSpec, zone: str | None) -> dict[str, Any]:
+        spec = with_network(spec)
         z = zone or f"{spec.region}-<zone>"
-        calls: list[dict[str, Any]] = [{"call": "compute.firewalls.insert", "body": b}
-                                       for b in firewall_bodies(spec)]
+        project = self._project or "<project>"
+        email = sa_email(spec.deployment, project)
+        calls: list[dict[str, Any]] = [{"call": "iam.projects.serviceAccounts.create",
+                                        "name": f"projects/{project}",
+                                        "body": service_account_body(spec)}]
+        for secret in secret_names(spec):
+            calls.append({
+                "call": "secretmanager.projects.secrets.setIamPolicy",
+                "resource": f"projects/{project}/secrets/{secret}",
+                "body": {"policy": {
+                    "bindings": [{"role": SECRET_ACCESSOR,
+                                  "members": [f"serviceAccount:{email}"]}],
+                    "etag": "<from getIamPolicy>"}},
+                "note": "read-modify-write: the secret's other bindings are kept"})
+        calls += [{"call": "compute.firewalls.insert", "body": b} for b in firewall_bodies(spec)]
         calls.append({"call": "compute.instances.insert", "zone": z,
                       "requestId": request_id(spec.vm_name, z, spec.instance_type),
-                      "body": instance_body(spec, z)})
-        return {"provider": "gcp", "project": self._project or "<project>",
-                "region": spec.region, "zone": zone, "calls": calls}
+                      "body": instance_body(spec, z, email)})
+        out: dict[str, Any] = {"provider": "gcp", "project": project, "region": spec.region,
+                               "zone": zone, "calls": calls}
+        if not has_ingress(spec):
+            out["notes"] = [self._nat_note(spec)]
+        return out
+
+    @staticmethod
+    def _nat_note(spec: LaunchSpec) -> str:
+        net = network_path(spec.options.get("network")).rsplit("/", 1)[-1]
+        return (f"GCP: {spec.deployment} has no external IP (no --allow-cidr/--ssh-cidr): it "
+                f"reaches pip and the Hugging Face Hub only through Cloud NAT on network {net!r} "
+                f"in {spec.region}, which advisor does not create (gcloud compute routers nats "
+                "create …)")
 
     # -- look-ups ---------------------------------------------------------------------------
     def zones(self, spec: LaunchSpec) -> list[str | None]:
@@ -295,9 +461,11 @@ class GcpProvider:
 
     # -- changes ----------------------------------------------------------------------------
     def ensure_network(self, spec: LaunchSpec) -> list[ResourceRow]:
+        spec = with_network(spec)
         compute = _compute()
+        out = [ResourceRow(kind="service-account", id=self._service_account(spec),
+                           region=spec.region)]
         fw = self._client("FirewallsClient")
-        out = []
         for body in firewall_bodies(spec):
             try:
                 op = fw.insert(project=self.project,
@@ -311,9 +479,95 @@ class GcpProvider:
             out.append(ResourceRow(kind="firewall", id=body["name"], region=spec.region))
         return out
 
+    def _service_account(self, spec: LaunchSpec) -> str:
+        """The deployment's service account, made once, and its one role on each secret."""
+        body = service_account_body(spec)
+        email = sa_email(spec.deployment, self.project)
+        status, doc = self._rest("POST", f"{self.iam_url}/v1/projects/{self.project}/"
+                                 "serviceAccounts", body)
+        if status == 409:  # a second run: ours, or someone else's of the same name?
+            status, doc = self._rest("GET", self._sa_url(email))
+            if status == 200 and doc.get("displayName") != sa_display_name(spec.deployment):
+                raise CloudError("gcp", "ALREADY_EXISTS", f"a service account {email} exists "
+                                 "that advisor did not create", "fatal",
+                                 hint="choose another --name")
+        if status != 200:
+            raise self._rest_error(status, doc, f"creating service account {email}")
+        for secret in secret_names(spec):
+            self._grant(secret, f"serviceAccount:{email}")
+        return email
+
+    def _grant(self, secret: str, member: str) -> None:
+        """``member`` gets the accessor role on ``secret``: getIamPolicy, add, setIamPolicy with
+        the etag read (a concurrent change answers 409 and is read again)."""
+        url = self._secret_url(secret)
+        for attempt in range(8):
+            status, policy = self._rest("GET", url + ":getIamPolicy",
+                                        params={"options.requestedPolicyVersion": "3"})
+            if status == 404:
+                raise UserInputError(f"GCP secret {secret!r} does not exist in project "
+                                     f"{self.project}", hint=f"create it first: gcloud secrets "
+                                     f"create {secret} --data-file=-")
+            if status != 200:
+                raise self._rest_error(status, policy, f"reading the IAM policy of {secret}")
+            bindings = policy.setdefault("bindings", [])
+            mine = next((b for b in bindings if b.get("role") == SECRET_ACCESSOR
+                         and "condition" not in b), None)
+            if mine is not None and member in mine.get("members", []):
+                return
+            if mine is None:
+                bindings.append({"role": SECRET_ACCESSOR, "members": [member]})
+            else:
+                mine.setdefault("members", []).append(member)
+            status, doc = self._rest("POST", url + ":setIamPolicy", {"policy": policy})
+            if status == 200:
+                return
+            msg = str((doc.get("error") or {}).get("message", ""))
+            if status == 409 and attempt < 7:
+                continue  # the etag moved on: read it again
+            if status == 400 and "does not exist" in msg and attempt < 7:
+                self.sleep(2.0 * (attempt + 1))  # a new account takes a moment to be known
+                continue
+            raise self._rest_error(status, doc, f"granting {SECRET_ACCESSOR} on {secret}")
+
+    def _revoke(self, secret: str, email: str) -> None:
+        """Take ``email`` (and bindings of earlier accounts of that email, now ``deleted:``)
+        out of the accessor role on ``secret``; a missing secret has nothing to take."""
+        url = self._secret_url(secret)
+        member, deleted = f"serviceAccount:{email}", f"deleted:serviceAccount:{email}?uid="
+        for _ in range(8):
+            status, policy = self._rest("GET", url + ":getIamPolicy",
+                                        params={"options.requestedPolicyVersion": "3"})
+            if status in (403, 404):
+                return  # no secret left, or none we may read: the binding goes with the account
+            if status != 200:
+                raise self._rest_error(status, policy, f"reading the IAM policy of {secret}")
+            changed = False
+            kept = []
+            for b in policy.get("bindings", []):
+                members = b.get("members", [])
+                if b.get("role") == SECRET_ACCESSOR:
+                    left = [m for m in members if m != member and not m.startswith(deleted)]
+                    changed |= left != members
+                    if not left:
+                        continue
+                    b = {**b, "members": left}
+                kept.append(b)
+            if not changed:
+                return
+            status, doc = self._rest("POST", url + ":setIamPolicy",
+                                     {"policy": {**policy, "bindings": kept}})
+            if status == 200:
+                return
+            if status != 409:
+                raise self._rest_error(status, doc, f"removing {email} from {secret}")
+
     def launch(self, spec: LaunchSpec, zone: str | None) -> InstanceRow:
         compute = _compute()
         assert zone is not None, "GCP instances live in a zone"
+        if not has_ingress(spec) and (note := self._nat_note(with_network(spec))) not in \
+                self.notes:
+            self.notes.append(note)
         call = self.request(spec, zone)["calls"][-1]
         req = compute.InsertInstanceRequest(
             project=self.project, zone=zone, request_id=call["requestId"],
@@ -347,4 +601,29 @@ class GcpProvider:
                 continue
             self._wait(self._do(fw.delete, project=self.project, firewall=rule.name))
             removed.append(f"firewall:{rule.name}")
-        return removed
+        return removed + self._remove_service_account(deployment)
+
+    def _remove_service_account(self, deployment: str) -> list[str]:
+        """The deployment's service account and its bindings, once no instance of the
+        deployment is left in any region; an account advisor did not make is left alone."""
+        email = sa_email(deployment, self.project)
+        status, doc = self._rest("GET", self._sa_url(email))
+        if status == 404:
+            return []
+        if status != 200:
+            raise self._rest_error(status, doc, f"reading service account {email}")
+        if doc.get("displayName") != sa_display_name(deployment):
+            return []
+        compute = _compute()
+        req = compute.AggregatedListInstancesRequest(
+            project=self.project, filter=f'labels.{TAG_DEPLOYMENT} = "{deployment}"')
+        for _scope, listed in self._do(self._client("InstancesClient").aggregated_list,
+                                       request=req):
+            if any(i.labels.get(TAG_DEPLOYMENT) == deployment for i in listed.instances):
+                return []  # still used in another region
+        for secret in described_secrets(str(doc.get("description", ""))):
+            self._revoke(secret, email)
+        status, doc = self._rest("DELETE", self._sa_url(email))
+        if status not in (200, 404):
+            raise self._rest_error(status, doc, f"deleting service account {email}")
+        return [f"service-account:{email}"]

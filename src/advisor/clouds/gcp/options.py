@@ -8,4 +8,12 @@ OPTIONS = (
                 # project ids: 6-30 lower-case letters, digits and hyphens, starting with a
                 # letter (Resource Manager's rules); domain-scoped ids carry 'example.com:'
                 pattern=r"([a-z0-9.-]{1,63}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]"),
+    CloudOption(key="network", flag="--network",
+                help="GCP VPC network for the instance and its firewall rules, a name or "
+                "projects/P/global/networks/N (default: default; without --allow-cidr or "
+                "--ssh-cidr the instance has no external IP and needs Cloud NAT there)",
+                # network names: RFC 1035, 1-63 characters; P as --project above
+                pattern=r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?|projects/([a-z0-9.-]{1,63}:)?"
+                r"[a-z][a-z0-9-]{4,28}[a-z0-9]/global/networks/[a-z]([a-z0-9-]{0,61}[a-z0-9])?",
+                commands=("provision", "status", "down")),
 )
