@@ -40,6 +40,16 @@ def test_rejections_say_why(default):
     assert all(r.reason for r in rejected)
 
 
+def test_a10g_instances_rank_now_that_the_catalog_has_their_tensor_throughput(default):
+    """Issue 15: g5.* (A10G) and the Azure A10 sizes were all rejected for "no tensor
+    throughput"; the A10 datasheet figure and the A10G figure are in gpus.yaml now."""
+    recs, rejected = default
+    assert not [r for r in rejected if "tensor throughput" in r.reason]
+    assert "g5.xlarge" not in {r.instance for r in rejected}
+    g5 = next(r for r in recs if r.instance == "g5.xlarge")
+    assert g5.gpu == "A10G" and g5.fit.fits and g5.instance_output_tokens_per_s > 0
+
+
 def test_constraints_filter():
     recs = advisor.recommend("llama-3-8b", 8192, providers=["azure"], gpus=["A100"],
                              max_usd_per_hour=20)
