@@ -15,8 +15,9 @@ For each target — a source file under src/advisor and the functions or module-
 
 Text is left alone (f-strings, ``raise`` statements, annotations). Each mutant is written into a
 copy of src/ in a temporary directory and the target's tests run against it
-(``PYTHONPATH=<copy>/src python -m pytest -x -q -p no:cacheprovider ...``) from the repository
-root, with a timeout. Failing tests (or a timeout) kill the mutant; passing tests let it survive.
+(``PYTHONPATH=<copy>/src python -m pytest -x -q -p no:cacheprovider ...``) from a copy of the
+tests taken at the start (others editing the checkout meanwhile do not disturb a run), with a
+timeout. Failing tests (or a timeout) kill the mutant; passing tests let it survive.
 Before the mutants, the target's tests run once against the unmutated copy (as ``ast.unparse``
 writes it): they must pass, and their time sets the default timeout.
 
@@ -120,6 +121,8 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("core/sizing.py", "kv_layout", "len(counts) == 1 or not engine.hybrid_kv_allocator -> "
      "len(counts) == 0 or not engine.hybrid_kv_allocator"):
         "with one attention kind the grouping path makes the same single group of all layers",
+    ("core/sizing.py", "fit", "round(non_torch, 4) -> round(non_torch, 5)"):
+        "the engine profiles' non-torch memory is 0.25 or 0.25 + 0.3 GiB: two decimals",
     ("core/sizing.py", "cuda_graph_gib", "round(0.1 + 0.01 * layers, 3) -> "
      "round(0.1 + 0.01 * layers, 4)"):
         "0.1 + 0.01 x a whole number of layers has two decimals: both roundings agree",
@@ -385,13 +388,16 @@ class Result:
 
 @dataclass
 class Workspace:
-    """A copy of src/ to mutate (and the catalogs and templates found relative to it)."""
+    """A snapshot of src/ (to mutate) and tests/ (to run), taken once: edits made to the
+    checkout meanwhile reach neither. The catalogs and templates are found relative to it."""
 
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="advisor-mut-")))
 
     def __post_init__(self) -> None:
-        shutil.copytree(SRC, self.root / "src",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(SRC, self.root / "src", ignore=ignore)
+        shutil.copytree(ROOT / "tests", self.root / "tests", ignore=ignore)
+        shutil.copyfile(ROOT / "pyproject.toml", self.root / "pyproject.toml")
         for data in ("catalogs", "templates"):
             (self.root / data).symlink_to(ROOT / data)
 
@@ -408,7 +414,7 @@ class Workspace:
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
         start = time.monotonic()
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+            proc = subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True,
                                   timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return "timeout", time.monotonic() - start, ""
