@@ -112,3 +112,18 @@ def test_nothing_fits_names_the_closest_misses():
 def test_lengths_must_fit_the_context():
     with pytest.raises(UserInputError, match="exceed --ctx"):
         advisor.recommend("llama-3-8b", 1024, input_len=1000, output_len=100)
+
+
+def test_region_is_priced_there_or_rejected():
+    """--region ranks only offers priced in that region; the others say why (issue 15)."""
+    import pytest
+
+    from advisor.errors import UserInputError
+
+    recs, rejected = advisor.recommend("llama-3-8b", 8192, regions=["us-east-1"],
+                                       with_rejected=True)
+    assert recs and all(r.region == "us-east-1" for r in recs)
+    priced_elsewhere = [r for r in rejected if "no price in us-east-1" in r.reason]
+    assert priced_elsewhere  # offered there (or unknown), but priced in another region
+    with pytest.raises(UserInputError, match="excluded by --region"):
+        advisor.recommend("llama-3-8b", 8192, regions=["ap-south-2"])

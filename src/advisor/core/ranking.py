@@ -151,6 +151,11 @@ class _Ranker:
                                   f"{','.join(c.providers)}")
         if c.regions and not (set(c.regions) & set(inst.regions or [inst.price.region or ""])):
             return "--region", f"not offered in {','.join(c.regions)}"
+        if c.regions and inst.price.region not in c.regions:
+            # a price from another region is not this region's price: ranking on it would
+            # compare a guess with facts (the catalog prices each type in one region today)
+            return "--region", (f"no price in {','.join(c.regions)} (the catalog prices it in "
+                                f"{inst.price.region or 'no region'})")
         if self.gpu_ids is not None and inst.gpu.model not in self.gpu_ids:
             return "--gpu", f"GPU {inst.gpu.model} not in --gpu {','.join(c.gpus)}"
         if inst.gpu.model not in self.cat.gpus:
@@ -313,9 +318,6 @@ class _Ranker:
             risks.append("GPU-to-NUMA placement not published for this VM")
         price_kind = "spot" if self.cons.spot else "on-demand"
         reasons.append(f"{price_kind} price from {inst.price.as_of}, {inst.price.region}")
-        if self.cons.regions and inst.price.region not in self.cons.regions:
-            risks.append(f"the catalog's price is for {inst.price.region}, not "
-                         f"{','.join(self.cons.regions)}")
         if self.cons.spot:
             risks.append("spot capacity can be reclaimed at short notice")
         return Recommendation(
