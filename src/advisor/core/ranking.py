@@ -275,7 +275,8 @@ class _Ranker:
             penalty += 0.01
         elif codename.lower() in OLD_CPU_CODENAMES:
             penalty += 0.02
-            reasons.append(f"host CPU is an older generation ({codename})")
+            # a cost on the score, so it is a risk, never a reason to pick it (issue 15)
+            risks.append(f"host CPU is an older generation ({codename})")
         base = {"cost": usd_m, "latency": perf.tpot_ms, "throughput": 1e6 / max(tps, 1e-9)}
         return base[self.req.objective] * (1 + penalty), usd_m, reasons, risks
 
