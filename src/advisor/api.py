@@ -197,6 +197,17 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
                              hint="try more --tp, a shorter context or a bigger GPU "
                              "('advisor fit' shows the numbers)")
     g = cat.gpus[cat.gpu(gpu).id]
+    # a replica runs at most as many sequences as its KV cache holds; the rest wait in vLLM's
+    # queue, so throughput is that of the sequences that fit (issue 15: perf reported it at a
+    # concurrency the cache cannot hold)
+    held = result.kv_cache_tokens // (input_len + output_len)
+    if 1 <= held < concurrency:
+        est = _estimate(spec, g, result, work.model_copy(update={"concurrency": held}))
+        note = (f"{concurrency} sequences asked, the KV cache holds {held} of "
+                f"{input_len + output_len} tokens at once: the figures are for {held} running, "
+                f"the other {concurrency - held} wait in vLLM's queue (their TTFT grows by the "
+                "time the running ones take)")
+        return est.model_copy(update={"notes": [note, *est.notes]}), result
     return _estimate(spec, g, result, work), result
 
 

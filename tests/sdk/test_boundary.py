@@ -110,3 +110,18 @@ def test_cli_bad_values_exit_2_in_one_line(cli, tmp_path, args, needle):
     assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_perf_is_reported_at_the_concurrency_the_kv_cache_holds():
+    """Issue 15: perf no longer reports throughput for sequences the KV cache cannot hold."""
+    fit, _, _ = advisor.fit("llama-3-8b", "L4", max_model_len=8192)
+    held = fit.kv_cache_tokens // (4096 + 4096)
+    assert 1 <= held < 1000
+    est, _ = advisor.estimate("llama-3-8b", "L4", input_len=4096, output_len=4096,
+                              concurrency=1000)
+    assert est.concurrency == held
+    assert f"the KV cache holds {held}" in est.notes[0]
+    inside, _ = advisor.estimate("llama-3-8b", "L4", input_len=4096, output_len=4096,
+                                 concurrency=held)
+    assert inside.output_tokens_per_s == est.output_tokens_per_s
+    assert not any("KV cache holds" in n for n in inside.notes)
