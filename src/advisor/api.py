@@ -395,7 +395,7 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                  catalog: Catalog | None = None) -> RenderResult:
     """The files that bring ``model`` up on ``instance`` (default: the top recommendation):
     cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests."""
-    from advisor.clouds.registry import CLOUDS, info, key_ref_for
+    from advisor.clouds.registry import CLOUDS, info, key_ref_for, secret_refs
     from advisor.render.cloudinit import RenderRequest, check_value, render, start_timeout_s
 
     if target not in ("cloud-init", "k8s"):
@@ -415,20 +415,20 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
     require_token(cat, model, hf_token_ref)
     inst, plan, weights = _plan_for(model, ctx, cat, instance, tp, vllm_version,
                                     gpu_memory_utilization)
-    token_ref = hf_token_ref and key_ref_for(inst.provider, hf_token_ref)
-    if hf_token_ref and token_ref != hf_token_ref:
+    refs = secret_refs(inst.provider, api_key_ref, hf_token_ref)
+    if refs is None:
+        scheme = info(inst.provider).key_scheme if inst.provider in CLOUDS else None
+        if key_ref_for(inst.provider, api_key_ref) is None:
+            raise UserInputError(f"--api-key-ref is needed for {inst.provider}"
+                                 + (f" ({api_key_ref} is another cloud's secret store)"
+                                    if api_key_ref else ""),
+                                 hint="e.g. --api-key-ref "
+                                 + (scheme.example if scheme else "file:/etc/advisor/api-key"))
         raise UserInputError(f"--hf-token-ref {hf_token_ref!r} is another cloud's secret store; "
                              f"{inst.key} cannot read it",
                              hint="e.g. --hf-token-ref "
-                             + info(inst.provider).key_scheme.token_example)
-    key_ref = key_ref_for(inst.provider, api_key_ref)
-    if key_ref is None:
-        example = (info(inst.provider).key_scheme.example if inst.provider in CLOUDS
-                   else "file:/etc/advisor/api-key")
-        raise UserInputError(f"--api-key-ref is needed for {inst.provider}"
-                             + (f" ({api_key_ref} is another cloud's secret store)"
-                                if api_key_ref else ""),
-                             hint=f"e.g. --api-key-ref {example}")
+                             + (scheme.token_example if scheme else "file:/etc/advisor/hf-token"))
+    key_ref, token_ref = refs
     req = req.model_copy(update={"model": repo, "api_key_ref": key_ref,
                                  "hf_token_ref": token_ref,
                                  "start_timeout_s": start_timeout_s(weights)})

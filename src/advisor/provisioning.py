@@ -267,11 +267,11 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     for inst, plan, region, usd, weights in picks:
         # each cloud reads the key from its own secret store: a reference of another cloud is
         # never handed on (an Azure VM cannot read an SSM parameter)
-        ref = registry.key_ref_for(inst.provider, api_key_ref)
-        token = hf_token_ref and registry.key_ref_for(inst.provider, hf_token_ref)
-        if ref is None or token != hf_token_ref:  # a token is never rerouted to a default
+        refs = registry.secret_refs(inst.provider, api_key_ref, hf_token_ref)
+        if refs is None:
             no_ref.add(inst.provider)
             continue
+        ref, token = refs
         if api_key_ref is not None and ref != api_key_ref and inst.provider not in rerouted:
             rerouted.add(inst.provider)
             warnings.append(f"{inst.provider} candidates read the API key from {ref} "

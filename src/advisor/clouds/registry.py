@@ -97,6 +97,18 @@ def key_ref_for(provider: str, ref: str | None) -> str | None:
     return default_key_ref(provider)
 
 
+def secret_refs(provider: str, api_key_ref: str | None, hf_token_ref: str | None
+                ) -> tuple[str, str | None] | None:
+    """(API-key reference, Hugging Face token reference) an instance on ``provider`` reads, or
+    None when it can read none of the key references given or not the token's. The key falls
+    back to the cloud's default store; a token never does (it names one secret the user made)."""
+    key = key_ref_for(provider, api_key_ref)
+    token = key_ref_for(provider, hf_token_ref) if hf_token_ref is not None else None
+    if key is None or token != hf_token_ref:
+        return None
+    return key, token
+
+
 # -- provider options ------------------------------------------------------------------------
 def options(command: str) -> list[tuple[str, CloudOption]]:
     """(cloud, option) for every option ``command`` offers, in registry order."""
@@ -106,8 +118,9 @@ def options(command: str) -> list[tuple[str, CloudOption]]:
 def provider_options(values: dict[str, str | None]) -> dict[str, dict[str, str]]:
     """{cloud: {constructor keyword: value}} from flag values keyed by flag (``--project``)."""
     out: dict[str, dict[str, str]] = {n: {} for n in CLOUDS}
-    for cloud, opt in options("provision") + options("refresh") + options("status"):
-        value = values.get(opt.flag)
-        if value is not None:
-            out[cloud][opt.key] = opt.check(value)
+    for c in all_info():
+        for opt in c.options:
+            value = values.get(opt.flag)
+            if value is not None:
+                out[c.name][opt.key] = opt.check(value)
     return out
