@@ -48,3 +48,15 @@ def _instance_names():
 
     for f in (ROOT / "catalogs" / "instances").glob("*.yaml"):
         yield from (i["name"] for i in yaml.safe_load(f.read_text())["instances"])
+
+
+def test_wheel_holds_the_accuracy_summary(wheel, tmp_path):
+    """advisor.core.confidence reads accuracy.json from the installed package."""
+    zipfile.ZipFile(wheel).extractall(tmp_path)
+    assert (tmp_path / "advisor" / "core" / "accuracy.json").is_file()
+    code = ("from advisor.core.confidence import load, memory_confidence; "
+            "print(sorted(load())); print(memory_confidence('Turing', 'llama', '0.11.0').short)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                       timeout=120)
+    assert r.stdout.splitlines() == ["['memory', 'schema_version', 'tpot', 'ttft']", "extrap."]

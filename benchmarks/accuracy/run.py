@@ -1,6 +1,6 @@
 """advisor's sizing beside what real vLLM startup logs printed.
 
-    python benchmarks/accuracy/run.py [--markdown] [--json]
+    python benchmarks/accuracy/run.py [--json | --write]
 
 For every log in logs.yaml it predicts, from the model's config.json and the launch settings:
   * weights per GPU                      vs "Model loading took X GiB"
@@ -9,6 +9,10 @@ For every log in logs.yaml it predicts, from the model's config.json and the lau
   * the whole fit (KV tokens, or that nothing fits) where the log gives the GPU's total memory
 and prints each beside the logged figure with the relative error, then the median and worst
 errors, overall and for the issue's target set (vLLM >= 0.10, GPUs of 40 GB or more).
+
+``--write`` rewrites RESULTS.md and the ``memory`` section of src/advisor/core/accuracy.json,
+the summary per GPU family that advisor quotes as the confidence of a fit
+(advisor.core.confidence); the other sections of that file are kept.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 import yaml
 
 from advisor import load_catalog
+from advisor.core import confidence
 from advisor.core.engine import GIB, parse_version, profile
 from advisor.core.model import DTYPE_BYTES, spec_from_config
 from advisor.core.sizing import (
@@ -37,6 +42,10 @@ from advisor.core.sizing import (
 from advisor.errors import UserInputError
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+ACCURACY_JSON = ROOT / "src" / "advisor" / "core" / confidence.ACCURACY_FILE
+#: the checks whose error is a fit's headline (per log: the worst of those it has)
+KV_CHECKS = ("kv_tokens_full_fit", "kv_tokens_from_logged_memory", "concurrency")
 
 
 def _spec(entry: dict[str, Any], cat: Any) -> Any:
@@ -70,7 +79,9 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
     batched, _ = engine.batch_defaults(mem or 80, gpu.name if gpu else "", "server")
     batched = entry.get("max_num_batched_tokens") or batched
     out: dict[str, Any] = {"id": entry["id"], "model": spec.name, "tp": tp, "vllm": version,
-                           "gpu_gib": mem, "source": entry["source"], "checks": {}}
+                           "gpu_gib": mem, "source": entry["source"], "checks": {},
+                           "model_type": spec.model_type, "gpu": gpu.id if gpu else None,
+                           "architecture": gpu.architecture if gpu else None}
     checks = out["checks"]
     if "weights_gib" in logged:
         w = weights_per_gpu(spec, tp, pp, act_b)[0] / GIB
@@ -124,29 +135,94 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def confidence_sections(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``memory`` section of accuracy.json: per GPU family (the log's catalog GPU), the logs
+    with a KV-token or concurrency check, each counted once at the worst of those checks; the
+    weights check and the fit verdicts beside them. Logs that name no GPU are unattributed."""
+
+    def runs(checks: tuple[str, ...]) -> list[dict[str, Any]]:
+        out = []
+        for r in rows:
+            errs = [abs(r["checks"][c][2]) for c in checks if c in r["checks"]]
+            if errs:
+                out.append({"error_pct": max(errs), "model_type": r["model_type"],
+                            "vllm": r["vllm"], "gpu": r["gpu"],
+                            "architecture": r["architecture"]})
+        return out
+
+    verdicts = [r["checks"]["fits"] for r in rows if "fits" in r["checks"]]
+    return {"memory": {
+        "regenerate": "python benchmarks/accuracy/run.py --write",
+        "data": "benchmarks/accuracy/logs.yaml",
+        "headline": "per log, the worst absolute % error of its " + ", ".join(KV_CHECKS)
+                    + " checks",
+        **confidence.summarize_runs(runs(KV_CHECKS)),
+        "weights": confidence.summarize_runs(runs(("weights_gib",))),
+        "fit_verdicts": {"n": len(verdicts),
+                         "wrong": sum(1 for pred, real, _ in verdicts if pred != real)},
+    }}
+
+
+def markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
+             sections: dict[str, Any]) -> str:
+    lines = ["| log | model | TP | vLLM | check | advisor | logged | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for check, (pred, real, err) in r["checks"].items():
+            err_s = ("ok" if err == 0 else "WRONG") if check == "fits" else f"{err:+.2f}%"
+            lines.append(f"| {r['id']} | {r['model']} | {r['tp']} | {r['vllm']} | {check} | "
+                         f"{pred} | {real} | {err_s} |")
+    lines += ["", "| scope / check | n | median abs error | worst |", "|---|---|---|---|"]
+    for key, s in summary.items():
+        lines.append(f"| {key} | {s['n']} | {s['median_pct']}% | {s['worst_pct']}% |")
+    mem = sections["memory"]
+    lines += ["", "Per GPU family (the confidence `advisor` quotes for a fit; "
+              f"{mem['headline']}):", "",
+              "| GPU family | GPUs | logs | median abs error | worst | model families | vLLM |",
+              "|---|---|---|---|---|---|---|"]
+    groups = [*mem["families"].items(), ("unattributed (GPU not named)", mem["unattributed"])]
+    for fam, g in groups:
+        if g:
+            span = "-".join(dict.fromkeys([g["vllm_min"], g["vllm_max"]]))
+            lines.append(f"| {fam} | {', '.join(g['gpus']) or '-'} | {g['n']} | "
+                         f"{g['median_pct']}% | {g['worst_pct']}% | "
+                         f"{', '.join(g['model_types'])} | {span} |")
+    return "\n".join(lines) + "\n"
+
+
+HEADER = """# Accuracy of advisor fit against public vLLM logs
+
+Generated by `python benchmarks/accuracy/run.py --write` from `logs.yaml` (sources there); the
+same command rewrites the `memory` section of `src/advisor/core/accuracy.json`, which advisor
+quotes as the confidence of a fit (`tests/test_confidence.py` fails when it is stale).
+
+"""
+
+
+def write(sections: dict[str, Any], results_md: str) -> None:
+    existing = json.loads(ACCURACY_JSON.read_text()) if ACCURACY_JSON.exists() else None
+    ACCURACY_JSON.write_text(confidence.dumps(confidence.merged(existing, sections)))
+    (HERE / "RESULTS.md").write_text(HEADER + results_md)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--write", action="store_true",
+                        help="rewrite RESULTS.md and the memory section of accuracy.json")
     args = parser.parse_args(argv)
     cat = load_catalog()
     entries = yaml.safe_load((HERE / "logs.yaml").read_text())["logs"]
     rows = [evaluate(e, cat) for e in entries]
     summary = summarize(rows)
+    sections = confidence_sections(rows)
     if args.json:
-        print(json.dumps({"rows": rows, "summary": summary}, indent=2, default=str))
+        print(json.dumps({"rows": rows, "summary": summary, **sections}, indent=2, default=str))
         return 0
-    print("| log | model | TP | vLLM | check | advisor | logged | error |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        for check, (pred, real, err) in r["checks"].items():
-            err_s = ("ok" if err == 0 else "WRONG") if check == "fits" else f"{err:+.2f}%"
-            print(f"| {r['id']} | {r['model']} | {r['tp']} | {r['vllm']} | {check} | {pred} | "
-                  f"{real} | {err_s} |")
-    print()
-    print("| scope / check | n | median abs error | worst |")
-    print("|---|---|---|---|")
-    for key, s in summary.items():
-        print(f"| {key} | {s['n']} | {s['median_pct']}% | {s['worst_pct']}% |")
+    text = markdown(rows, summary, sections)
+    if args.write:
+        write(sections, text)
+    print(text, end="")
     return 0
 
 

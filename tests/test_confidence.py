@@ -1,0 +1,289 @@
+"""The confidence quoted beside each estimate is the benchmarks' own, and the rule holds.
+
+accuracy.json must be exactly what benchmarks/accuracy/run.py and benchmarks/perf/run.py compute
+from their data now (a stale summary fails here); each family's quoted error is checked against
+a worst error computed here from RESULTS.md / the measurements, not by the summary's code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from advisor import load_catalog
+from advisor.core import confidence
+from advisor.core.confidence import Confidence, combine, memory_confidence, perf_confidence
+
+ROOT = Path(__file__).resolve().parents[1]
+ACC = ROOT / "benchmarks" / "accuracy"
+PERF = ROOT / "benchmarks" / "perf"
+SHIPPED = ROOT / "src" / "advisor" / "core" / "accuracy.json"
+KV_CHECKS = {"kv_tokens_full_fit", "kv_tokens_from_logged_memory", "concurrency"}
+LOGS = yaml.safe_load((ACC / "logs.yaml").read_text())["logs"]
+
+
+def _script(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def acc_run():
+    return _script("accuracy_run_for_confidence", ACC / "run.py")
+
+
+@pytest.fixture(scope="module")
+def perf_run():
+    return _script("perf_run_for_confidence", PERF / "run.py")
+
+
+@pytest.fixture(scope="module")
+def acc_rows(acc_run, cat):
+    return [acc_run.evaluate(e, cat) for e in LOGS]
+
+
+@pytest.fixture(scope="module")
+def perf_rows(perf_run):
+    return perf_run.evaluate()
+
+
+# --- (a) the shipped summary is what the benchmarks compute now ----------------------------
+
+
+def test_accuracy_json_is_what_the_benchmarks_compute_now(acc_run, perf_run, acc_rows,
+                                                          perf_rows):
+    expected = confidence.merged(None, {**acc_run.confidence_sections(acc_rows),
+                                        **perf_run.confidence_sections(perf_rows)})
+    text = SHIPPED.read_text()
+    assert json.loads(text) == expected, "stale: run both benchmarks with --write"
+    assert text == confidence.dumps(expected)  # sorted keys, stable layout
+    assert confidence.load() == expected  # what the package reads is that file
+
+
+def test_results_md_are_what_the_benchmarks_print_now(acc_run, perf_run, acc_rows, perf_rows):
+    sections = acc_run.confidence_sections(acc_rows)
+    assert (ACC / "RESULTS.md").read_text() == acc_run.HEADER + acc_run.markdown(
+        acc_rows, acc_run.summarize(acc_rows), sections)
+    assert (PERF / "RESULTS.md").read_text() == perf_run.HEADER + perf_run.markdown(
+        perf_rows, perf_run.confidence_sections(perf_rows))
+    for md in (ACC / "RESULTS.md", PERF / "RESULTS.md"):
+        assert "run.py --write" in md.read_text().split("\n\n")[1]
+
+
+def test_each_script_keeps_the_other_scripts_sections():
+    other = {"schema_version": 1, "ttft": {"x": 1}, "memory": {"old": True}}
+    out = confidence.merged(other, {"memory": {"new": True}})
+    assert out == {"schema_version": 1, "ttft": {"x": 1}, "memory": {"new": True}}
+
+
+# --- (b) calibrated: the family's worst error, computed here independently -----------------
+
+
+def _memory_evidence(cat) -> dict[str, dict[str, Any]]:
+    """Per GPU family, from RESULTS.md's table and logs.yaml's `gpu`: each log's worst KV error."""
+    gpu_of = {e["id"]: e.get("gpu") for e in LOGS}
+    per_log: dict[str, dict[str, Any]] = {}
+    for line in (ACC / "RESULTS.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != 8 or cells[4] not in KV_CHECKS:
+            continue
+        log, vllm, err = cells[0], cells[3], abs(float(cells[7].rstrip("%")))
+        gpu = gpu_of[log]
+        if gpu is None:
+            continue
+        run = per_log.setdefault(log, {"gpu": gpu, "vllm": vllm, "err": 0.0})
+        run["err"] = max(run["err"], err)
+    fams: dict[str, dict[str, Any]] = {}
+    for log, run in per_log.items():
+        fam = fams.setdefault(cat.gpus[run["gpu"]].architecture,
+                              {"worst": 0.0, "runs": 0, "cases": []})
+        fam["worst"] = max(fam["worst"], run["err"])
+        fam["runs"] += 1
+        fam["cases"].append((log, run["vllm"]))
+    return fams
+
+
+def test_memory_families_match_the_logs(cat):
+    fams = _memory_evidence(cat)
+    assert fams, "no log names a catalog GPU"
+    shipped = confidence.load()["memory"]["families"]
+    assert set(shipped) == {confidence.family_key(a) for a in fams}
+
+
+def test_calibrated_memory_quotes_the_familys_worst_error(cat, acc_rows):
+    model_type = {r["id"]: r["model_type"] for r in acc_rows}
+    for arch, fam in _memory_evidence(cat).items():
+        for log, vllm in fam["cases"]:
+            c = memory_confidence(arch, model_type[log], vllm)
+            assert c.basis == "calibrated", (arch, log, vllm, c.why)
+            assert c.within_pct == pytest.approx(fam["worst"], abs=0.005)
+            assert c.runs == fam["runs"] and c.gaps == ()
+            assert c.short.startswith("±") and c.short.endswith(f"n={fam['runs']}")
+            assert confidence.family_key(arch) in c.scope
+
+
+def test_hopper_memory_is_calibrated_on_the_h100_log(cat):
+    c = memory_confidence(cat.gpus["H200"].architecture, "llama", "0.21.0")
+    assert c.basis == "calibrated" and c.runs == 1
+    assert c.within_pct == 0.46 and c.short == "±0.5% n=1"
+    assert "H100-SXM" in c.scope and "within 0.46%" in c.why
+
+
+def _perf_evidence(cat, perf_rows, key: str) -> dict[str, dict[str, Any]]:
+    fams: dict[str, dict[str, Any]] = {}
+    for r in perf_rows:
+        if key not in r:
+            continue
+        err = abs(r[f"pred_{key}"] - r[key]) / r[key] * 100
+        fam = fams.setdefault(cat.gpus[r["gpu"]].architecture,
+                              {"worst": 0.0, "runs": 0, "versions": set(), "models": set()})
+        fam["worst"] = max(fam["worst"], err)
+        fam["runs"] += 1
+        fam["models"].add(r["model_type"])
+        if r.get("vllm"):
+            fam["versions"].add(r["vllm"])
+    return fams
+
+
+@pytest.mark.parametrize("metric", ["ttft", "tpot"])
+def test_perf_confidence_follows_the_measurements(cat, perf_rows, metric):
+    fams = _perf_evidence(cat, perf_rows, f"{metric}_ms")
+    assert fams
+    for arch, fam in fams.items():
+        model = sorted(fam["models"])[0]
+        if fam["versions"]:
+            version = sorted(fam["versions"])[0]
+            c = perf_confidence(arch, model, version, metric)
+            assert c.basis == "calibrated", c.why
+            assert c.within_pct == pytest.approx(fam["worst"], abs=0.005)
+            assert c.runs == fam["runs"]
+        else:  # the runs do not say which vLLM ran them: no release is calibrated
+            c = perf_confidence(arch, model, "0.11.0", metric)
+            assert c.basis == "extrapolated" and c.gaps == ("vllm_release",)
+            assert "not recorded" in c.why and c.short == "extrap."
+
+
+# a made-up table, to hold the rule for perf where the shipped data cannot (no releases yet)
+TABLE = {"tpot": {"families": {"hopper": {
+    "n": 7, "median_pct": 1.5, "worst_pct": 4.25, "gpus": ["H100-SXM", "H200"],
+    "model_types": ["llama", "qwen2"], "vllm_min": "0.10.1", "vllm_max": "0.12.0",
+    "vllm_unrecorded": 0}}}}
+
+
+@pytest.mark.parametrize(("version", "basis"), [
+    ("0.9.2", "calibrated"), ("0.10.0", "calibrated"), ("0.13.5", "calibrated"),
+    ("v0.11.0rc1", "calibrated"), ("0.8.5", "extrapolated"), ("0.14.0", "extrapolated"),
+    ("1.0.0", "extrapolated"), ("nightly", "extrapolated")])
+def test_vllm_release_is_covered_within_one_minor_of_the_runs(version, basis):
+    c = perf_confidence("Hopper", "qwen2", version, "tpot", data=TABLE)
+    assert c.basis == basis, c.why
+    if basis == "calibrated":
+        assert (c.within_pct, c.median_pct, c.runs, c.short) == (4.25, 1.5, 7, "±4.2% n=7")
+        assert c.scope == "hopper GPUs (H100-SXM, H200), llama/qwen2, vLLM 0.10.1-0.12.0"
+    else:
+        assert c.gaps == ("vllm_release",) and version in c.why and c.within_pct is None
+
+
+# --- (c) (d) (e) extrapolated, and why ------------------------------------------------------
+
+
+def test_gpu_family_without_runs_is_extrapolated(cat):
+    arch = cat.gpus["T4"].architecture
+    assert confidence.family_key(arch) not in confidence.load()["memory"]["families"]
+    for c in (memory_confidence(arch, "llama", "0.10.1"),
+              perf_confidence(arch, "qwen2", "0.10.1", "ttft")):
+        assert c.basis == "extrapolated" and c.gaps == ("gpu_family",)
+        assert "GPU family turing" in c.why
+        assert c.within_pct is None and c.runs == 0 and c.short == "extrap."
+    c = memory_confidence(None, "llama", "0.21.0")
+    assert c.gaps == ("gpu_family",) and "unknown" in c.why
+
+
+def test_model_family_without_runs_is_extrapolated(cat):
+    c = memory_confidence(cat.gpus["H100-SXM"].architecture, "gemma3", "0.21.0")
+    assert c.basis == "extrapolated" and c.gaps == ("model_family",)
+    assert "model family gemma3" in c.why and "hopper" in c.why
+    # calibrated elsewhere is not calibrated here: qwen3 has runs on Ada, none on Hopper
+    assert memory_confidence("Ada Lovelace", "qwen3", "0.10.2").basis == "calibrated"
+    assert memory_confidence("Hopper", "qwen3", "0.21.0").gaps == ("model_family",)
+
+
+def test_vllm_release_outside_the_runs_is_extrapolated():
+    c = memory_confidence("Hopper", "llama", "0.11.0")
+    assert c.basis == "extrapolated" and c.gaps == ("vllm_release",)
+    assert "vLLM 0.11.0" in c.why and "0.21.0" in c.why
+    assert memory_confidence("Hopper", "llama", "0.20.1").basis == "calibrated"
+    assert memory_confidence("Hopper", "llama", "0.22.0").basis == "calibrated"
+
+
+def test_every_gap_is_named():
+    c = memory_confidence("Hopper", "gemma3", "0.5.0")
+    assert c.gaps == ("model_family", "vllm_release")
+    assert "gemma3" in c.why and "0.5.0" in c.why
+
+
+def test_unattributed_logs_calibrate_no_family():
+    data = confidence.load()["memory"]
+    assert data["unattributed"]["n"] > 0
+    assert "unattributed" not in data["families"]
+
+
+# --- (f) combine ---------------------------------------------------------------------------
+
+
+def test_combine_picks_the_weaker():
+    mem = memory_confidence("Hopper", "llama", "0.21.0")
+    tpot = perf_confidence("Hopper", "llama", "0.11.0", "tpot", data=TABLE)
+    assert mem.basis == tpot.basis == "calibrated"
+    both = combine(mem, tpot)
+    assert both.basis == "calibrated" and both.metric == "memory+tpot"
+    assert both.within_pct == max(mem.within_pct, tpot.within_pct) == 4.25
+    assert both.runs == min(mem.runs, tpot.runs) == 1
+    assert combine(tpot, mem).within_pct == 4.25
+
+    off = perf_confidence("Turing", "llama", "0.11.0", "ttft")
+    weak = combine(mem, off, tpot)
+    assert weak.basis == "extrapolated" and weak.within_pct is None and weak.runs == 0
+    assert weak.gaps == off.gaps and "ttft: GPU family turing" in weak.why
+    assert weak.short == "extrap."
+    assert combine(mem) == mem
+    with pytest.raises(ValueError):
+        combine()
+
+
+def test_confidence_is_frozen_and_serialises_its_short_form():
+    c = memory_confidence("Hopper", "llama", "0.21.0")
+    with pytest.raises(ValueError):
+        c.runs = 5  # type: ignore[misc]
+    dumped = c.model_dump()
+    assert dumped["short"] == c.short and dumped["basis"] == "calibrated"
+    assert Confidence.model_validate({k: v for k, v in dumped.items() if k != "short"}) == c
+
+
+def test_family_key_and_versions():
+    assert confidence.family_key("Ada Lovelace") == "ada-lovelace"
+    assert confidence.family_key("CDNA 3") == "cdna-3"
+    assert confidence.version_tuple("0.9.0.1") == (0, 9, 0)
+    assert confidence.version_tuple("v0.11") == (0, 11, 0)
+    assert confidence.version_tuple("main") is None
+
+
+def test_catalog_architectures_all_have_a_key(cat):
+    keys = {confidence.family_key(g.architecture) for g in cat.gpus.values() if g.architecture}
+    assert {"hopper", "ampere", "ada-lovelace", "turing", "blackwell"} <= keys
+    assert re.fullmatch(r"[a-z0-9-]+", "".join(keys))
