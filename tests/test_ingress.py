@@ -18,8 +18,12 @@ from advisor.clouds.aws.compute import ingress
 from advisor.clouds.azure.compute import AzureProvider
 from advisor.clouds.base import LaunchSpec
 from advisor.clouds.gcp.compute import firewall_bodies
-from advisor.provisioning import provision
+from advisor.provisioning import Question, provision
 from tests.small_catalog import small_catalog
+
+#: these boxes (4 vCPUs for an L40S, one L4) are below vLLM's CPU floor or the default TPOT
+#: target; the tests are about ports, so they ask for them explicitly
+SMALL = Question(batch=True, allow_small_host=True)
 
 V4, V6, SSH6 = "203.0.113.0/24", "2001:db8::/32", "2001:db8:1::/48"
 
@@ -126,7 +130,7 @@ def test_provision_opens_nothing_and_listens_locally_without_allow_cidr(provider
     cat = small_catalog()
     ref = {"aws": None, "gcp": None, "azure": "azure-kv:vault/key"}[provider]
     res = provision("llama-3-8b", 8192, instance=f"{provider}:{instance}", name="web",
-                    catalog=cat, dry_run=True, api_key_ref=ref)
+                    catalog=cat, dry_run=True, api_key_ref=ref, question=SMALL)
     calls = [c["call"] for c in res.requests[0]["calls"]]
     opened = {"aws": [c for c in calls if c == "ec2.AuthorizeSecurityGroupIngress"],
               "gcp": [c for c in calls if c == "compute.firewalls.insert"],
@@ -139,7 +143,7 @@ def test_provision_opens_nothing_and_listens_locally_without_allow_cidr(provider
 
 def test_provision_with_the_whole_ipv6_internet_warns_and_listens_on_all_interfaces():
     res = provision("llama-3-8b", 8192, instance="aws:g6e.xlarge", name="web",
-                    catalog=small_catalog(), dry_run=True, allow_cidrs=["::/0"])
+                    catalog=small_catalog(), dry_run=True, allow_cidrs=["::/0"], question=SMALL)
     assert res.warnings == ["::/0 opens the vLLM port(s) to the whole internet (the API key "
                             "still guards them)"]
     [auth] = [c for c in res.requests[0]["calls"]

@@ -46,7 +46,7 @@ def test_no_fabric_no_multi_node(big):
     assert a2.by == "does not fit"
     assert "would hold it, but the catalog records no inter-node fabric" in a2.reason
     _, small = advisor.recommend("qwen3-32b", 8192, providers=["aws"], with_rejected=True)
-    g6 = next(r for r in small if r.instance == "g6.xlarge")
+    g6 = next(r for r in small if r.instance == "g6.2xlarge")
     assert "records only ethernet" in g6.reason  # the EC2 API says: no EFA on this size
 
 

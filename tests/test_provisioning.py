@@ -54,7 +54,7 @@ def test_candidates_follow_the_ranking_and_regions():
     picks = candidates("llama-3-8b", 8192, catalog=CAT, provider="gcp", max_types=2)
     recs = advisor.recommend("llama-3-8b", 8192, providers=["gcp"], top=2)
     assert [(p[0].name, p[2]) for p in picks] == [(r.instance, r.region) for r in recs]
-    two = candidates("llama-3-8b", 8192, catalog=CAT, instance="aws:g6e.xlarge",
+    two = candidates("llama-3-8b", 8192, catalog=CAT, instance="aws:g6e.2xlarge",
                      regions=["us-west-2", "eu-west-1"])
     assert [p[2] for p in two] == ["us-west-2", "eu-west-1"]
     with pytest.raises(UserInputError, match="not a region"):
@@ -63,7 +63,7 @@ def test_candidates_follow_the_ranking_and_regions():
 
 def test_world_open_range_is_allowed_but_warned(tmp_path):
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                    instance="aws:g6e.xlarge", name="w",
+                    instance="aws:g6e.2xlarge", name="w",
                     allow_cidrs=["0.0.0.0/0"], dry_run=True)
     assert any("whole internet" in w for w in res.warnings)
     rule = res.requests[0]["calls"][1]
@@ -72,7 +72,7 @@ def test_world_open_range_is_allowed_but_warned(tmp_path):
     # and the replica listens on all interfaces only because a range was opened
     assert "ADVISOR_HOST=0.0.0.0" in res.user_data
     closed = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                       instance="aws:g6e.xlarge", name="w", dry_run=True)
+                       instance="aws:g6e.2xlarge", name="w", dry_run=True)
     assert "ADVISOR_HOST=127.0.0.1" in closed.user_data and closed.warnings == []
 
 
@@ -132,7 +132,7 @@ class Scripted:
 
     def find(self, deployment, region):
         return [InstanceRow(id=f"i-{z}", provider="aws", region=region, zone=z,
-                            instance_type="g6e.xlarge", state="running")
+                            instance_type="g6e.2xlarge", state="running")
                 for z in self.launched if z not in self.script and z.startswith(region)]
 
     def terminate(self, deployment, region):
@@ -148,7 +148,7 @@ def test_failover_order_zone_then_region(tmp_path):
     p = Scripted({"us-east-1": ["us-east-1a", "us-east-1b"], "us-west-2": ["us-west-2a"]},
                  {"us-east-1a": _cap("a"), "us-east-1b": _cap("b")})
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                    instance="aws:g6e.xlarge", name="order",
+                    instance="aws:g6e.2xlarge", name="order",
                     regions=["us-east-1", "us-west-2"], providers={"aws": p},
                     store=Store(tmp_path / "s.db"))
     assert p.launched == ["us-east-1a", "us-east-1b", "us-west-2a"]
@@ -162,7 +162,7 @@ def test_denied_provider_is_not_asked_again(tmp_path):
                  {"us-east-1a": denied})
     with pytest.raises(OperationError, match="denied"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                  instance="aws:g6e.xlarge", name="denied",
+                  instance="aws:g6e.2xlarge", name="denied",
                   regions=["us-east-1", "us-west-2"], providers={"aws": p},
                   store=Store(tmp_path / "s.db"))
     assert p.launched == ["us-east-1a"]
@@ -174,7 +174,7 @@ def test_malformed_request_stops_at_once(tmp_path):
     store = Store(tmp_path / "s.db")
     with pytest.raises(CloudError, match="InvalidParameterCombination"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                  instance="aws:g6e.xlarge", name="fatal",
+                  instance="aws:g6e.2xlarge", name="fatal",
                   providers={"aws": p}, store=store)
     assert p.launched == ["us-east-1a"] and p.terminated == ["us-east-1"]
     assert store.require("fatal").status == "failed"
@@ -190,7 +190,7 @@ def test_not_confirmed_launches_nothing(tmp_path):
 
     with pytest.raises(UserInputError, match="not confirmed"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                  instance="aws:g6e.xlarge", name="asked", confirm=no,
+                  instance="aws:g6e.2xlarge", name="asked", confirm=no,
                   providers={"aws": p}, store=Store(tmp_path / "s.db"))
     assert p.launched == [] and p.networks == {}
-    assert "g6e.xlarge" in seen[0] and "$" in seen[0]
+    assert "g6e.2xlarge" in seen[0] and "$" in seen[0]

@@ -1,10 +1,12 @@
 """Pinned decisions of the ranking and the layouts, on the small frozen test catalog.
 
-The score is the objective's figure times ``1 + penalties`` (core/ranking.py): NUMA aligned 0,
-unknown +0.05, a replica spanning nodes +0.10; host memory bandwidth per GPU unknown +0.02,
-below 25 GB/s +0.03; CPU generation unknown +0.01, older (Cascade Lake, Rome, Skylake) +0.02.
-The expected penalty of every fixture box is written out below from its catalog entry; the
-score is then recomputed from the recommendation's own throughput and price.
+The score is the question's figure times ``1 + the host NUMA weight`` (core/ranking.py,
+core/host.py): in the gpu-bound regime (weights and KV cache in HBM, TP inside the instance)
+aligned 0, unknown 0, spanning nodes +0.02; in the host-heavy regime (--cpu-offload-gb, a replica
+over several instances, several NUMA domains per socket) aligned 0, unknown +0.5, spanning +0.5.
+Host memory bandwidth and CPU generation carry no weight. vLLM's CPU floor (2 + N physical
+cores for N GPUs) is a gate. The figures below are written out from those rules and each box's
+catalog entry; the score is recomputed from the recommendation's own price and throughput.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Any
 import pytest
 
 import advisor
-from advisor.catalog.schema import InstanceCpu, InstanceGpu, Numa
+from advisor.catalog.schema import Host, InstanceCpu, InstanceGpu, Numa
 from advisor.core.engine import profile
+from advisor.core.host import NUMA_WEIGHT
 from advisor.core.layouts import layouts, place, place_multi, tp_sizes
 from advisor.core.model import spec_from_config
 from advisor.core.ranking import Constraints, Request, rank
@@ -25,27 +28,38 @@ CAT = small_catalog()
 QWEN = spec_from_config(CAT.model_configs["qwen3-32b"], "qwen3-32b")  # 64 heads, 64 layers
 GEMMA3 = spec_from_config(CAT.model_configs["fixture-gemma3-1b"], "g3")  # 4 heads, 26 layers
 
-#: box -> (penalty, why), from tests/fixtures/catalog-small/instances/lab.yaml. Every box holds
-#: 2 x L40S; qwen3-32b (65 GB of bf16 weights) needs both: one replica of TP 2.
-PENALTY = {
-    # Genoa (recent) at 460.8 GB/s per socket, 1 socket, 1 replica: 230.4 GB/s per GPU
+#: box -> weight in the gpu-bound regime, from tests/fixtures/catalog-small/instances/lab.yaml.
+#: Every box holds 2 x L40S; qwen3-32b (65 GB of bf16 weights) needs both: one replica of TP 2.
+GPU_BOUND = {
     "aligned": 0.0,      # gpu_nodes [0, 0]
-    "spans": 0.10,       # gpu_nodes [0, 1]: the replica spans nodes 0 and 1
-    "unknown": 0.05,     # no NUMA map
-    "partial": 0.05,     # gpu_nodes [0, null]: one GPU's node unknown, placement unknown
-    "bw-25": 0.0,        # 2 channels x 3125 MT/s x 8 B = 50.0 GB/s / 2 GPUs = 25.0: not below
-    "bw-24": 0.03,       # 2 x 3000 x 8 = 48.0 GB/s / 2 GPUs = 24.0 < 25
-    "bw-unknown": 0.02,  # no CPU model: no bandwidth figure; codename Genoa is recent
-    "old-cpu": 0.02,     # Cascade Lake; 140.8 GB/s / 2 = 70.4 per GPU
-    "no-cpu": 0.03,      # no CPU facts: bandwidth unknown +0.02, generation unknown +0.01
+    "spans": 0.02,       # gpu_nodes [0, 1]: the replica spans nodes 0 and 1 (measured 0-2%)
+    "unknown": 0.0,      # no NUMA map: nothing measured to lose with the host off the hot path
+    "partial": 0.0,      # gpu_nodes [0, null]: placement unknown
+    "bw-25": 0.0,        # host bandwidth: no weight, whatever it is
+    "bw-24": 0.0,
+    "bw-unknown": 0.0,
+    "old-cpu": 0.0,      # Cascade Lake: a risk, no weight
+    "no-cpu": 0.0,
 }
+#: the same boxes with --cpu-offload-gb (host-heavy): anything not known aligned is +0.5
+HOST_HEAVY = {k: (0.0 if k in ("aligned", "bw-25", "bw-24", "bw-unknown", "old-cpu", "no-cpu")
+                  else 0.5) for k in GPU_BOUND}
+
+
+def test_the_weights_are_the_stated_ones():
+    assert NUMA_WEIGHT == {"gpu-bound": {"aligned": 0.0, "unknown": 0.0, "spans-nodes": 0.02},
+                           "host-heavy": {"aligned": 0.0, "unknown": 0.5, "spans-nodes": 0.5}}
+
+
+def lab_recs(**kw: Any) -> dict[str, Any]:
+    recs = advisor.recommend("qwen3-32b", 8192, providers=["lab"], gpus=["L40S"], catalog=CAT,
+                             batch=True, **kw)
+    return {r.instance: r for r in recs}
 
 
 @pytest.fixture(scope="module")
 def lab() -> dict[str, Any]:
-    recs = advisor.recommend("qwen3-32b", 8192, providers=["lab"], gpus=["L40S"], catalog=CAT,
-                             concurrency=8)
-    return {r.instance: r for r in recs}
+    return lab_recs()
 
 
 def usd_per_million(rec: Any) -> float:
@@ -54,24 +68,80 @@ def usd_per_million(rec: Any) -> float:
     return float(rec.usd_per_hour * rec.plan.nodes / (tps * 3600) * 1e6)
 
 
-def test_every_box_gets_its_stated_penalty(lab):
-    assert set(lab) == set(PENALTY)
+def test_every_box_gets_its_stated_weight_in_the_gpu_bound_regime(lab):
+    assert set(lab) == set(GPU_BOUND)
     base = lab["aligned"]
-    for name, penalty in PENALTY.items():
+    for name, weight in GPU_BOUND.items():
         r = lab[name]
         assert (r.plan.tp, r.plan.pp, r.plan.replicas, r.plan.nodes) == (2, 1, 1, 1), name
         assert r.perf == base.perf  # the host side never changes the estimate, only the score
+        assert r.host.regime == "gpu-bound" and r.host.numa_weight == weight, name
         cost = usd_per_million(r)
         assert r.usd_per_million_output_tokens == round(cost, 4)
-        assert r.score == pytest.approx(round(cost * (1 + penalty), 6), abs=1e-6), name
-        assert r.score / base.score == pytest.approx(1 + penalty, rel=1e-6), name
+        assert r.score == pytest.approx(round(cost * (1 + weight), 6), abs=1e-6), name
 
 
-def test_ties_are_broken_by_price_then_name(lab):
-    recs = advisor.recommend("qwen3-32b", 8192, providers=["lab"], gpus=["L40S"], catalog=CAT,
-                             concurrency=8)
-    assert [r.instance for r in recs] == ["aligned", "bw-25", "bw-unknown", "old-cpu", "bw-24",
-                                          "no-cpu", "partial", "unknown", "spans"]
+def test_a_host_heavy_plan_ranks_an_aligned_map_above_an_unknown_one_by_the_weight():
+    heavy = lab_recs(cpu_offload_gb=4)
+    for name, weight in HOST_HEAVY.items():
+        r = heavy[name]
+        assert r.fit.cpu_offload_gib == 4 and r.host.regime == "host-heavy", name
+        assert r.host.numa_weight == weight, name
+        assert r.score == pytest.approx(round(usd_per_million(r) * (1 + weight), 6), abs=1e-6)
+    assert heavy["unknown"].score / heavy["aligned"].score == pytest.approx(1.5, rel=1e-6)
+    order = list(heavy)
+    assert order.index("aligned") < order.index("unknown")
+    assert any("+50% weight, host-heavy regime: --cpu-offload-gb 4" in x
+               for x in heavy["unknown"].risks)
+
+
+def nvlink(numa: Numa, offload: float) -> Any:
+    """lab:eight (8 x H100-SXM over NVLink, 2 x Genoa), with the given NUMA map, ranked alone
+    for llama-3-8b in batch (saturated $/1M) so only the weight can differ."""
+    box = CAT.instances["lab:eight"].model_copy(update={"numa": numa})
+    spec = spec_from_config(CAT.model_configs["llama-3-8b"], "llama-3-8b")
+    req = Request(ctx=8192, input_len=1024, output_len=256, batch=True, cpu_offload_gib=offload)
+    (rec,), _ = rank(CAT, spec, req, Constraints(), profile(), instances=[box])
+    return rec
+
+
+def test_an_in_node_nvlink_plan_is_not_weighted_for_an_unknown_map_but_offload_is():
+    known = Numa(nodes=2, gpu_nodes=[0, 0, 0, 0, 1, 1, 1, 1])
+    aligned, unknown = nvlink(known, 0), nvlink(Numa(), 0)
+    assert (aligned.host.regime, unknown.host.regime) == ("gpu-bound", "gpu-bound")
+    assert aligned.numa.alignment == "aligned" and unknown.numa.alignment == "unknown"
+    assert unknown.score == aligned.score  # no weight: the order falls to price and name
+    aligned, unknown = nvlink(known, 2), nvlink(Numa(), 2)
+    assert (aligned.host.regime, unknown.host.regime) == ("host-heavy", "host-heavy")
+    assert unknown.score / aligned.score == pytest.approx(1.5, rel=1e-6)
+
+
+def test_several_numa_domains_per_socket_and_multi_node_are_host_heavy():
+    from advisor.core.host import regime
+
+    box = CAT.instances["lab:aligned"]
+    assert regime(box, 1, 0)[0] == "gpu-bound"
+    assert regime(box, 2, 0)[0] == "host-heavy"
+    assert regime(box, 1, 0.5)[0] == "host-heavy"
+    nps4 = box.model_copy(update={"host": Host(numa_domains_per_socket=4)})
+    assert regime(nps4, 1, 0) == ("host-heavy", "4 NUMA domains per socket")
+    nps1 = box.model_copy(update={"host": Host(numa_domains_per_socket=1)})
+    assert regime(nps1, 1, 0)[0] == "gpu-bound"
+
+
+def test_the_host_is_shown_but_not_weighted(lab):
+    assert lab["bw-24"].host.memory_bandwidth_gb_s_per_gpu == 24.0
+    assert "24 GB/s of host memory bandwidth per GPU" in lab["bw-24"].reasons
+    assert "host CPU is an older generation (Cascade Lake)" in lab["old-cpu"].risks
+    assert not any("older generation" in x for x in lab["old-cpu"].reasons)
+    assert not any("older generation" in x for x in lab["aligned"].risks)
+    assert lab["old-cpu"].score == lab["aligned"].score
+
+
+def test_ties_are_broken_by_price_per_token_then_price_then_name(lab):
+    # all gpu-bound boxes but "spans" score the same: same price and throughput; then name
+    assert list(lab) == ["aligned", "bw-24", "bw-25", "bw-unknown", "no-cpu", "old-cpu",
+                         "partial", "unknown", "spans"]
 
 
 def test_numa_views_and_the_words_that_go_with_them(lab):
@@ -81,64 +151,75 @@ def test_numa_views_and_the_words_that_go_with_them(lab):
                                                 "nodes": 2}
     assert lab["unknown"].numa.model_dump() == {"alignment": "unknown", "gpu_nodes": None,
                                                 "nodes": None}
-    assert "GPUs 0-1 and the replica's cores share NUMA node 0" in lab["aligned"].reasons
-    assert lab["spans"].risks == ["replica GPUs 0-1 span NUMA nodes [0, 1]"]
-    assert lab["unknown"].risks == ["GPU-to-NUMA placement not published for this VM"]
-    assert lab["bw-24"].risks == ["only 24 GB/s of host memory bandwidth per GPU"]
-    assert lab["bw-25"].risks == []
-    assert lab["bw-unknown"].risks == ["host memory bandwidth per GPU not known for this "
-                                       "instance"]
-    assert "host CPU is an older generation (Cascade Lake)" in lab["old-cpu"].risks
-    assert not any("older generation" in x for x in lab["old-cpu"].reasons)
-    assert not any("older generation" in x for x in lab["aligned"].risks)
+    assert "GPUs 0-1 and the replica's cores share NUMA node 0 (gpu-bound)" in \
+        lab["aligned"].reasons
+    assert lab["spans"].risks[0].startswith("replica GPUs 0-1 span NUMA nodes [0, 1]: +2% "
+                                            "weight, gpu-bound regime")
+    assert lab["unknown"].risks[0].startswith("GPU-to-NUMA placement not published for this "
+                                              "VM: no weight in the gpu-bound regime")
 
 
-@pytest.mark.parametrize("codename,penalty", [
-    ("Cascade Lake", 0.02), ("Rome", 0.02), ("Skylake", 0.02), ("SKYLAKE", 0.02),
-    ("Genoa", 0.0), ("Milan", 0.0), ("Sapphire Rapids", 0.0), (None, 0.01)])
-def test_cpu_generation_weight(codename, penalty):
-    """Only the codename differs from lab:bw-unknown (bandwidth unknown: +0.02 throughout)."""
-    base = CAT.instances["lab:bw-unknown"]
-    box = base.model_copy(update={"cpu": InstanceCpu(codename=codename, sockets=1)})
-    req = Request(ctx=8192, input_len=1024, output_len=256, concurrency=8)
-    (ref,), _ = rank(CAT, QWEN, req, Constraints(), profile(), instances=[base])
-    (rec,), _ = rank(CAT, QWEN, req, Constraints(), profile(), instances=[box])
-    assert rec.score / ref.score == pytest.approx((1 + 0.02 + penalty) / (1 + 0.02 + 0.0),
-                                                  rel=1e-6)
+# -- the CPU floor --------------------------------------------------------------------------
+@pytest.mark.parametrize("vcpus,smt,gpus,kept", [
+    (8, None, 2, True),    # 4 cores = 2 + 2
+    (6, None, 2, False),   # 3 cores < 4
+    (4, None, 1, False),   # g5.xlarge / g6e.xlarge: 2 cores < 3
+    (6, None, 1, True),    # 3 cores = 2 + 1
+    (4, False, 2, True),   # SMT off: 4 vCPUs are 4 cores
+    (3, False, 2, False),
+    (20, None, 8, True),   # 10 = 2 + 8
+    (18, None, 8, False),
+])
+def test_the_cpu_floor_is_two_plus_n_physical_cores(vcpus, smt, gpus, kept):
+    base = CAT.instances["lab:eight"]
+    box = base.model_copy(update={"vcpus": vcpus, "host": Host(smt_siblings_exposed=smt),
+                                  "gpu": InstanceGpu(model="H100-SXM", count=gpus)})
+    spec = spec_from_config(CAT.model_configs["llama-3-8b"], "llama-3-8b")
+    req = Request(ctx=8192, input_len=1024, output_len=256, batch=True)
+    recs, rej = rank(CAT, spec, req, Constraints(), profile(), instances=[box])
+    assert bool(recs) == kept
+    if not kept:
+        assert rej[0].by == "host floor" and "--allow-small-host" in rej[0].reason
+        (rec,), _ = rank(CAT, spec, req, Constraints(allow_small_host=True), profile(),
+                         instances=[box])
+        assert not rec.host.meets_cpu_floor
+        assert any("below vLLM's floor of 2 + N" in x for x in rec.risks)
+    else:
+        assert recs[0].host.meets_cpu_floor
 
 
 def test_replicas_and_instances_enter_the_price_per_token():
-    # eight: 8 x H100 over NUMA nodes [0,0,0,0,1,1,1,1], 2 x Genoa; 64 sequences -> 2 x TP 4
+    # eight: 8 x H100 over NUMA nodes [0,0,0,0,1,1,1,1], 2 x Genoa; saturated
     (r,) = advisor.recommend("llama-3-8b", 8192, providers=["lab"], gpus=["H100-SXM"],
-                             catalog=CAT, concurrency=64)
-    assert (r.plan.tp, r.plan.replicas, r.perf.concurrency) == (4, 2, 32)
+                             catalog=CAT, batch=True)
     assert r.numa.alignment == "aligned"
-    # 30 $/h / (tokens/s of one replica x 2 replicas x 3600 s) x 1e6, no penalty
-    expected = 30.0 / (r.perf.output_tokens_per_s * 2 * 3600) * 1e6
+    # 30 $/h / (tokens/s of one replica x replicas x 3600 s) x 1e6, no weight
+    expected = 30.0 / (r.perf.output_tokens_per_s * r.plan.replicas * 3600) * 1e6
     assert r.score == pytest.approx(round(expected, 6), abs=1e-6)
-    assert r.instance_output_tokens_per_s == round(r.perf.output_tokens_per_s * 2, 1)
-    # single-ib: 1 x L4 with InfiniBand; qwen3-32b needs 4 of them (TP 1 x PP 4), priced as 4;
-    # host bandwidth 50.0 GB/s over the replica's 1 x 4 GPUs = 12.5 per GPU: +0.03
+    assert r.instance_output_tokens_per_s == round(r.perf.output_tokens_per_s * r.plan.replicas,
+                                                   1)
+    # single-ib: 1 x L4 with InfiniBand; qwen3-32b needs 4 of them (TP 1 x PP 4), priced as 4,
+    # a replica over instances: host-heavy, and its NUMA map is known aligned: no weight
     (m,) = advisor.recommend("qwen3-32b", 8192, providers=["lab"], gpus=["L4"], catalog=CAT,
-                             concurrency=8)
+                             batch=True)
     assert (m.instance, m.plan.tp, m.plan.pp, m.plan.nodes, m.plan.replicas) == (
         "single-ib", 1, 4, 4, 1)
     cost = 0.5 * 4 / (m.perf.output_tokens_per_s * 3600) * 1e6
     assert m.usd_per_million_output_tokens == round(cost, 4)
-    assert m.score == pytest.approx(round(cost * 1.03, 6), abs=1e-6)
-    assert m.risks[0] == "only 12 GB/s of host memory bandwidth per GPU"
+    assert m.host.regime == "host-heavy"
+    assert m.score == pytest.approx(round(cost * (1 + m.host.numa_weight), 6), abs=1e-6)
+    assert "only 12 GB/s" not in " ".join(m.risks)
+    assert any("12 GB/s of host memory bandwidth per GPU" in x for x in m.risks)
 
 
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
-def test_other_objectives_take_the_same_weights(lab, objective):
-    recs = advisor.recommend("qwen3-32b", 8192, providers=["lab"], gpus=["L40S"], catalog=CAT,
-                             concurrency=8, objective=objective)
-    by = {r.instance: r for r in recs}
+def test_other_objectives_take_the_same_weights(objective):
+    by = lab_recs(objective=objective)
     for name in ("aligned", "spans", "unknown", "bw-24"):
         r = by[name]
         figure = (r.perf.tpot_ms if objective == "latency"
                   else 1e6 / (r.perf.output_tokens_per_s * r.plan.replicas))
-        assert r.score == pytest.approx(round(figure * (1 + PENALTY[name]), 6), abs=1e-6)
+        assert r.score == pytest.approx(round(figure * (1 + GPU_BOUND[name]), 6), abs=1e-6)
 
 
 # -- layouts ------------------------------------------------------------------------------------
@@ -246,21 +327,20 @@ def test_a_replica_over_several_instances_keeps_each_instance_whole():
 
 @pytest.mark.parametrize("objective", ["cost", "latency", "throughput"])
 def test_a_throughput_of_zero_ranks_last_without_dividing_by_zero(lab, objective):
-    """The guards of the score: no tokens/s is an infinite price, and for the throughput
+    """The guards of the figure: no tokens/s is an infinite price, and for the throughput
     objective 1e6 / 1e-9 (the floor) = 1e15; any positive rate is priced as it is."""
     from advisor.core.ranking import _Ranker
 
-    rec = lab["spans"]  # penalty 0.10
+    rec = lab["spans"]
     inst = CAT.instances["lab:spans"]
-    ranker = _Ranker(CAT, QWEN, Request(ctx=8192, input_len=1024, output_len=256,
+    ranker = _Ranker(CAT, QWEN, Request(ctx=8192, input_len=1024, output_len=256, batch=True,
                                         objective=objective), Constraints(), profile())
     slow = rec.perf.model_copy(update={"output_tokens_per_s": 0.5})
-    score, usd_m, _, _ = ranker.score(inst, 2.0, rec.plan, slow)
-    assert usd_m == 2.0 / (0.5 * 3600) * 1e6
-    figure = {"cost": usd_m, "latency": rec.perf.tpot_ms, "throughput": 1e6 / 0.5}[objective]
-    assert score == pytest.approx(figure * 1.10, rel=1e-12)
+    fig, usd_m, fleet = ranker.figure(inst, 2.0, rec.plan, slow)
+    assert usd_m == 2.0 / (0.5 * 3600) * 1e6 and fleet is None
+    assert fig == {"cost": usd_m, "latency": rec.perf.tpot_ms, "throughput": 1e6 / 0.5}[objective]
     stopped = rec.perf.model_copy(update={"output_tokens_per_s": 0.0})
-    score, usd_m, _, _ = ranker.score(inst, 2.0, rec.plan, stopped)
+    fig, usd_m, _ = ranker.figure(inst, 2.0, rec.plan, stopped)
     assert usd_m == float("inf")
-    figure = {"cost": float("inf"), "latency": rec.perf.tpot_ms, "throughput": 1e15}[objective]
-    assert score == pytest.approx(figure * 1.10, rel=1e-12)
+    assert fig == {"cost": float("inf"), "latency": rec.perf.tpot_ms,
+                   "throughput": 1e15}[objective]

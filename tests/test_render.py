@@ -215,7 +215,7 @@ def test_cli_render(cli, tmp_path):
               "azure:Standard_ND96isr_H100_v5", "--tp", "4", "--out", str(tmp_path / "s"))
     assert bad.exit_code == 2 and "--api-key-ref is needed" in bad.stderr
     big = cli("render", "-m", "llama-3.1-70b", "--hf-token-ref", "file:/etc/advisor/hf-token",
-              "--ctx", "8192", "--instance", "aws:g6.xlarge",
+              "--ctx", "8192", "--instance", "aws:g6.2xlarge",
               "--tp", "1", "--out", str(tmp_path / "t"))
     assert big.exit_code == 2 and "does not fit" in big.stderr
     assert not (tmp_path / "t").exists() and not (tmp_path / "s").exists()

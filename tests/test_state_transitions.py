@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from advisor.provisioning import down, provision, status
+from advisor.provisioning import Question, down, provision, status
 from advisor.state import InstanceRow, ResourceRow, Store
 from tests.small_catalog import small_catalog
 from tests.test_provisioning import Scripted
@@ -189,7 +189,8 @@ def test_a_killed_launch_leaves_an_intent_that_reconcile_resolves(tmp_path, cras
     cloud = Cloud(crash=crash)
     with pytest.raises(KeyboardInterrupt):
         provision("llama-3-8b", 8192, instance=f"aws:{TYPE}", name=NAME,
-                  catalog=small_catalog(), providers={"aws": cloud}, store=st)
+                  catalog=small_catalog(), providers={"aws": cloud}, store=st,
+                  question=Question(allow_small_host=True))
     dep = st.require(NAME)
     # the crashed-launch state: launching, an intent as the last word, no instance row
     assert dep.status == "launching" and dep.instances == []

@@ -160,7 +160,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
         vllm_version: str | None = None) -> tuple[MemoryFit, ModelSpec, str]:
     """Fit ``model`` on ``gpu``: (:class:`~advisor.core.sizing.MemoryFit`, the model's spec,
     where the GPU's memory figure comes from). The keywords are vLLM's engine arguments."""
-    from advisor.core.sizing import FitRequest
+    from advisor.core.sizing import FitRequest, with_confidence
     from advisor.core.sizing import fit as _fit
 
     cat = catalog or load_catalog()
@@ -172,7 +172,9 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                      kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
                      max_num_seqs=max_num_seqs, entrypoint=entrypoint,
                      enforce_eager=enforce_eager)
-    return _fit(spec, req, profile(vllm_version)), spec, mem_source
+    result = with_confidence(_fit(spec, req, profile(vllm_version)), cat.gpus[gid].architecture,
+                             spec.model_type)
+    return result, spec, mem_source
 
 
 @boundary
@@ -221,10 +223,12 @@ def default_lengths(ctx: int, input_len: int | None, output_len: int | None) -> 
 @overload
 def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               output_len: int | None = ..., concurrency: int | None = ...,
+              rps: float | None = ..., batch: bool = ..., utilisation: float = ...,
               objective: str = ..., providers: list[str] | None = ...,
               regions: list[str] | None = ..., gpus: list[str] | None = ...,
               max_usd_per_hour: float | None = ..., max_tpot_ms: float | None = ...,
               max_ttft_ms: float | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+              cpu_offload_gb: float = ..., allow_small_host: bool = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[False] = ...,
               max_nodes: int = ...) -> list[Recommendation]: ...
@@ -233,10 +237,12 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
 @overload
 def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               output_len: int | None = ..., concurrency: int | None = ...,
+              rps: float | None = ..., batch: bool = ..., utilisation: float = ...,
               objective: str = ..., providers: list[str] | None = ...,
               regions: list[str] | None = ..., gpus: list[str] | None = ...,
               max_usd_per_hour: float | None = ..., max_tpot_ms: float | None = ...,
               max_ttft_ms: float | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+              cpu_offload_gb: float = ..., allow_small_host: bool = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[True],
               max_nodes: int = ...) -> tuple[list[Recommendation], list[Rejection]]: ...
@@ -245,32 +251,52 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
 @boundary
 def recommend(model: str, ctx: int, *, input_len: int | None = None,
               output_len: int | None = None, concurrency: int | None = None,
+              rps: float | None = None, batch: bool = False, utilisation: float = 1.0,
               objective: str = "cost", providers: list[str] | None = None,
               regions: list[str] | None = None, gpus: list[str] | None = None,
               max_usd_per_hour: float | None = None, max_tpot_ms: float | None = None,
               max_ttft_ms: float | None = None, spot: bool = False,
-              kv_cache_dtype: str = "auto", vllm_version: str | None = None,
+              kv_cache_dtype: str = "auto", cpu_offload_gb: float = 0.0,
+              allow_small_host: bool = False, vllm_version: str | None = None,
               catalog: Catalog | None = None, top: int | None = None,
               with_rejected: bool = False, max_nodes: int = 4
               ) -> list[Recommendation] | tuple[list[Recommendation], list[Rejection]]:
     """Ranked :class:`~advisor.core.ranking.Recommendation` objects (best first).
 
-    With ``with_rejected`` returns ``(recommendations, rejections)``. Raises UserInputError when
-    nothing can serve the request, naming the closest misses and the constraints that excluded
-    the rest.
+    The question (:mod:`advisor.core.load`): with no load, the cheapest instance ($/h, one
+    replica) that meets the latency targets — ``max_tpot_ms`` / ``max_ttft_ms``, by default
+    TPOT <= 50 ms and TTFT <= 2 s at p50, none with ``batch``; with ``rps`` (requests/s) or
+    ``concurrency`` (users in flight), the fleet for that load, cheapest monthly bill first; with
+    ``batch`` and no load, $ per million output tokens at saturation. Each recommendation's
+    ``basis`` says which assumptions produced its figures. Instances below vLLM's CPU floor are
+    rejected unless ``allow_small_host``. With ``with_rejected`` returns ``(recommendations,
+    rejections)``. Raises UserInputError when nothing can serve the request, naming the closest
+    misses and the constraints that excluded the rest.
     """
+    from advisor.core.load import targets
     from advisor.core.ranking import Constraints, Request, explain_empty, rank
 
     if top is not None and top <= 0:
         raise UserInputError(f"--top must be positive, not {top}", hint="e.g. --top 5")
+    finite("--rps", rps, high=1e6)
+    finite("--utilisation", utilisation, high=1.0)
+    finite("--cpu-offload-gb", cpu_offload_gb, low=0.0, strict_low=False, high=4096)
+    finite("--max-tpot-ms", max_tpot_ms, high=1e7)
+    finite("--max-ttft-ms", max_ttft_ms, high=1e8)
+    if rps is not None and concurrency is not None:
+        raise UserInputError("give the load as --rps or as --concurrency, not both",
+                             hint="--rps: requests per second; --concurrency: users in flight")
     cat = catalog or load_catalog()
     spec = model_spec(model, catalog=cat)
     i, o = default_lengths(ctx, input_len, output_len) if ctx > 0 else (1, 1)
-    req = Request(ctx=ctx, input_len=i, output_len=o, concurrency=concurrency,
-                  objective=objective, kv_cache_dtype=kv_cache_dtype)
+    tg = targets(max_tpot_ms, max_ttft_ms, batch)
+    req = Request(ctx=ctx, input_len=i, output_len=o, concurrency=concurrency, rps=rps,
+                  batch=batch, utilisation=utilisation, objective=objective,
+                  kv_cache_dtype=kv_cache_dtype, cpu_offload_gib=cpu_offload_gb, targets=tg)
     cons = Constraints(providers=providers or [], regions=regions or [], gpus=gpus or [],
-                       max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms,
-                       max_ttft_ms=max_ttft_ms, spot=spot, max_nodes=max_nodes)
+                       max_usd_per_hour=max_usd_per_hour, max_tpot_ms=tg.tpot_ms,
+                       max_ttft_ms=tg.ttft_ms, spot=spot, max_nodes=max_nodes,
+                       allow_small_host=allow_small_host)
     unknown = [p for p in cons.providers if p not in cat.providers()]
     if unknown:
         raise NotFoundError("provider", unknown[0], cat.providers())
@@ -288,7 +314,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           providers: list[str] | None = ..., regions: list[str] | None = ...,
           gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
           vllm_version: str | None = ..., catalog: Catalog | None = ...,
-          with_misses: Literal[False] = ..., max_nodes: int = ...) -> list[FleetOption]: ...
+          with_misses: Literal[False] = ..., max_nodes: int = ..., batch: bool = ...,
+          allow_small_host: bool = ...) -> list[FleetOption]: ...
 
 
 @overload
@@ -298,8 +325,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           providers: list[str] | None = ..., regions: list[str] | None = ...,
           gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
           vllm_version: str | None = ..., catalog: Catalog | None = ...,
-          with_misses: Literal[True], max_nodes: int = ...
-          ) -> tuple[list[FleetOption], list[FleetMiss]]: ...
+          with_misses: Literal[True], max_nodes: int = ..., batch: bool = ...,
+          allow_small_host: bool = ...) -> tuple[list[FleetOption], list[FleetMiss]]: ...
 
 
 @boundary
@@ -309,9 +336,11 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
           providers: list[str] | None = None, regions: list[str] | None = None,
           gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: str = "auto",
           vllm_version: str | None = None, catalog: Catalog | None = None,
-          with_misses: bool = False, max_nodes: int = 4
+          with_misses: bool = False, max_nodes: int = 4, batch: bool = False,
+          allow_small_host: bool = False
           ) -> list[FleetOption] | tuple[list[FleetOption], list[FleetMiss]]:
-    """Fleets that carry ``rps`` requests per second within the latency limits, cheapest
+    """Fleets that carry ``rps`` requests per second within the latency targets (those of
+    :func:`recommend`: TPOT <= 50 ms and TTFT <= 2 s unless given, none with ``batch``), cheapest
     monthly bill first (:class:`~advisor.core.fleets.FleetOption`). Raises UserInputError,
     naming the closest misses, when no fleet of at most ``max_instances`` instances can."""
     from advisor.core.fleets import explain_no_fleet, plan_fleet
@@ -320,9 +349,10 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
     if not isinstance(max_instances, int) or not 0 < max_instances <= 10_000:
         raise UserInputError(f"--max-instances must be 1-10000, not {max_instances}",
                              hint="a fleet is at most 10000 instances")
-    recs = recommend(model, ctx, input_len=input_len, output_len=output_len,
+    recs = recommend(model, ctx, input_len=input_len, output_len=output_len, rps=rps,
                      providers=providers, regions=regions, gpus=gpus, spot=spot,
-                     max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
+                     max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
+                     allow_small_host=allow_small_host,
                      kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=catalog,
                      max_nodes=max_nodes)
     options, misses = plan_fleet(recs, rps, max_instances)
@@ -346,34 +376,44 @@ def require_token(cat: Catalog, model: str, hf_token_ref: str | None) -> None:
 
 
 def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int | None,
-              vllm_version: str, gpu_memory_utilization: float
-              ) -> tuple[InstanceType, Plan, float]:
+              vllm_version: str, gpu_memory_utilization: float,
+              question: dict[str, Any] | None = None) -> tuple[InstanceType, Plan, float]:
     """The instance and layout to render, and one replica's weights in GiB (all its GPUs):
-    the top recommendation, or the named instance with the layout the ranking gives it, or the
-    named instance at the TP the user asked for."""
+    the top recommendation for ``question`` (recommend's targets, batch, allow_small_host), or
+    the named instance with the layout the ranking gives it, or the named instance at the TP
+    the user asked for."""
+    from advisor.core.host import floor_shortfall
     from advisor.core.layouts import place
+    from advisor.core.ranking import hint_for
 
+    q = question or {}
     plan = None
     weights = 0.0
     if instance is None:
-        best = recommend(model, ctx, catalog=cat, top=1)[0]
+        best = recommend(model, ctx, catalog=cat, top=1, **q)[0]
         inst = cat.instance(f"{best.provider}:{best.instance}")
         if tp is None or tp == best.plan.tp:
             plan, weights = best.plan, best.fit.weights_gib * best.plan.tp * best.plan.pp
     else:
         inst = cat.instance(instance)
     if plan is None and tp is None:
-        recs = recommend(model, ctx, catalog=cat, providers=[inst.provider], top=None)
+        recs, rejected = recommend(model, ctx, catalog=cat, providers=[inst.provider], top=None,
+                                   with_rejected=True, **q)
         mine = [r for r in recs if r.instance == inst.name]
         if not mine:
-            raise UserInputError(f"{model} does not fit on {inst.key} at ctx {ctx}",
-                                 hint="'advisor fit' shows by how much")
+            why = next((r for r in rejected if r.instance == inst.name), None)
+            raise UserInputError(f"{model} cannot be served on {inst.key} at ctx {ctx}"
+                                 + (f": {why.reason}" if why else ""),
+                                 hint=hint_for(why.by if why else ""))
         plan, weights = mine[0].plan, mine[0].fit.weights_gib * mine[0].plan.tp * mine[0].plan.pp
     if plan is None:
         assert tp is not None
         if tp <= 0 or inst.gpu.count % tp:
             raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of "
                                  f"{inst.key}")
+        short = floor_shortfall(inst)
+        if short and not q.get("allow_small_host"):
+            raise UserInputError(f"{inst.key}: {short}", hint=hint_for("host floor"))
         result, _, _ = fit(model, inst.gpu.model, catalog=cat, tp=tp, max_model_len=ctx,
                            gpu_memory_utilization=gpu_memory_utilization,
                            vllm_version=vllm_version)
@@ -391,9 +431,12 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                  host: str = "127.0.0.1", api_key_ref: str | None = None,
                  gpu_memory_utilization: float = 0.9, target: str = "cloud-init",
                  name: str | None = None, ray_head: str | None = None,
-                 hf_token_ref: str | None = None,
+                 hf_token_ref: str | None = None, max_tpot_ms: float | None = None,
+                 max_ttft_ms: float | None = None, batch: bool = False,
+                 allow_small_host: bool = False,
                  catalog: Catalog | None = None) -> RenderResult:
-    """The files that bring ``model`` up on ``instance`` (default: the top recommendation):
+    """The files that bring ``model`` up on ``instance`` (default: the top recommendation for
+    the same latency targets, ``batch`` and ``allow_small_host`` as :func:`recommend`):
     cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests."""
     from advisor.clouds.registry import CLOUDS, info, key_ref_for, secret_refs
     from advisor.render.cloudinit import RenderRequest, check_value, render, start_timeout_s
@@ -414,7 +457,9 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         model_spec(model, catalog=cat)  # a repo id must at least be sizeable (cached config)
     require_token(cat, model, hf_token_ref)
     inst, plan, weights = _plan_for(model, ctx, cat, instance, tp, vllm_version,
-                                    gpu_memory_utilization)
+                                    gpu_memory_utilization,
+                                    {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
+                                     "batch": batch, "allow_small_host": allow_small_host})
     refs = secret_refs(inst.provider, api_key_ref, hf_token_ref)
     if refs is None:
         scheme = info(inst.provider).key_scheme if inst.provider in CLOUDS else None

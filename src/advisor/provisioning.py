@@ -136,14 +136,31 @@ def disk_gib(weights_total_gib: float) -> int:
 
 
 # -- candidates -------------------------------------------------------------------------------
+class Question(BaseModel):
+    """What recommend is asked when provision or render picks (or checks) the instance."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    max_tpot_ms: float | None = None
+    max_ttft_ms: float | None = None
+    batch: bool = False
+    allow_small_host: bool = False
+
+
 def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None = None,
                instance: str | None = None, regions: list[str] | None = None,
-               spot: bool = False, max_types: int = 3, vllm_version: str | None = None
+               spot: bool = False, max_types: int = 3, vllm_version: str | None = None,
+               question: Question | None = None
                ) -> list[tuple[InstanceType, Plan, str, float | None, float]]:
-    """(instance type, layout, region, $/h per instance, weights GiB in all), best first."""
+    """(instance type, layout, region, $/h per instance, weights GiB in all), best first.
+
+    ``question`` holds the same inputs as ``advisor recommend`` (latency targets, ``batch``,
+    ``allow_small_host``): the pick is the one recommend would put first, never a
+    saturated-economics one by surprise."""
     from advisor.api import recommend
+    from advisor.core.ranking import hint_for
 
     regions = regions or []
+    q = (question or Question()).model_dump()
     from advisor.catalog.schema import REGION
 
     for r in regions:
@@ -159,17 +176,19 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
                                  hint="use 'advisor render' for private machines")
         # the layout does not depend on the price: rank on-demand, so that a type without a
         # spot price in the catalog can still be launched as spot when the user names it
-        recs = [r for r in recommend(model, ctx, catalog=catalog, providers=[inst.provider],
-                                     vllm_version=vllm_version, with_rejected=True)[0]
-                if r.instance == inst.name]
+        found, rejected = recommend(model, ctx, catalog=catalog, providers=[inst.provider],
+                                    vllm_version=vllm_version, with_rejected=True, **q)
+        recs = [r for r in found if r.instance == inst.name]
         if not recs:
-            raise UserInputError(f"{model} cannot be served on {inst.key} at ctx {ctx}",
-                                 hint="'advisor recommend --show-rejected' says why")
+            why = next((r for r in rejected if r.instance == inst.name), None)
+            raise UserInputError(f"{model} cannot be served on {inst.key} at ctx {ctx}"
+                                 + (f": {why.reason}" if why else ""),
+                                 hint=hint_for(why.by if why else ""))
         usd = inst.price.spot_usd_per_hour if spot else recs[0].usd_per_hour
         picks = [(inst, recs[0].model_copy(update={"usd_per_hour": usd}))]
     else:
         recs = recommend(model, ctx, catalog=catalog, providers=providers, spot=spot,
-                         vllm_version=vllm_version)
+                         vllm_version=vllm_version, **q)
         picks = [(catalog.instance(f"{r.provider}:{r.instance}"), r) for r in recs[:max_types]]
     out = []
     for inst, rec in picks:
@@ -221,8 +240,12 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
               catalog: Catalog | None = None, store: Store | None = None,
               providers: ProviderSource = None,
               provider_options: Mapping[str, Mapping[str, str]] | None = None,
-              max_types: int = 3) -> ProvisionResult:
+              max_types: int = 3, question: Question | None = None) -> ProvisionResult:
     """Launch ``model`` at ``ctx`` on the best instance that a cloud will give.
+
+    The instance is the one ``advisor recommend`` puts first for the same ``question`` (latency
+    targets, ``batch``, ``allow_small_host``; default: the interactive targets); a named
+    ``instance`` is checked against the same question.
 
     ``confirm(summary)`` is asked once before anything is created (return False to stop);
     ``progress(line)`` hears about every step. With ``dry_run`` nothing is called: the result
@@ -254,7 +277,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     require_token(cat, model, hf_token_ref)
     picks = candidates(model, ctx, catalog=cat, provider=provider, instance=instance,
                        regions=regions, spot=spot, max_types=max_types,
-                       vllm_version=vllm_version)
+                       vllm_version=vllm_version, question=question)
     from advisor.api import model_config
 
     alias, _ = model_config(model, catalog=cat)

@@ -293,7 +293,7 @@ def test_one_gpu_boots_and_an_empty_key_stops_it(tmp_path, boxes):
     gpus = [("0000:38:00.0", node)]
     key = "k-" + secrets.token_hex(16)
     port = 18400
-    res = advisor.render_files("qwen3-8b", 8192, instance="aws:g6e.xlarge", port=port,
+    res = advisor.render_files("qwen3-8b", 8192, instance="aws:g6e.2xlarge", port=port,
                                catalog=cat, api_key_ref="file:/etc/advisor/secrets/api-key")
     box = _boot_plan(tmp_path, "adv-boot-1gpu", res.files, gpus, key, None)
     boxes.append(box)

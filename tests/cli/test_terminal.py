@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.cli.output import num, usd
+from advisor.cli.output import ms, num, usd
 
 ADVISOR = shutil.which("advisor", path=str(Path(sys.executable).parent)) or shutil.which("advisor")
 NARROW = {"COLUMNS": "80"}
@@ -50,11 +50,11 @@ def test_recommend_fits_80_columns(cli):
     r = cli(*RECOMMEND, env=NARROW)
     assert r.exit_code == 0, r.output
     lines = _fits(r.stdout)
+    # the default question's figures stay: instance, $/h, TPOT, $/1M
     _whole(lines, *(f"{p['provider']}:{p['instance']}" for p in picks),
            *(usd(p["usd_per_million_output_tokens"]) for p in picks),
-           *(num(p["instance_output_tokens_per_s"]) for p in picks),
+           *(ms(p["perf"]["tpot_ms"]) for p in picks),
            *(usd(p["usd_per_hour"] * p["plan"]["nodes"]) for p in picks))
-    assert "aws:g6e.xlarge" in r.stdout
     assert "not shown at 80 columns" in _footer(r.stdout)  # says what it left out
 
 
@@ -227,8 +227,8 @@ def test_catalog_list_takes_several_providers(cli):
 
 # -- footers ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("objective,says", [
-    ("cost", "ranked by $/1M output tokens, lowest first"),
-    ("latency", "ranked by TPOT (ms per output token), lowest first"),
+    ("cost", "ranked by $/h of one replica, lowest first"),
+    ("latency", "ranked by TPOT, lowest first"),
     ("throughput", "ranked by output tok/s per instance, highest first"),
 ])
 def test_the_footer_names_the_objective(cli, objective, says):
@@ -242,6 +242,14 @@ def test_the_footer_names_the_objective(cli, objective, says):
         assert "cheapest" not in text
 
 
-def test_the_footer_names_a_fixed_concurrency(cli):
-    r = cli(*RECOMMEND, "--concurrency", "8")
-    assert "each at 8 sequences per instance" in _footer(r.stdout)
+@pytest.mark.parametrize("load,says", [
+    (("--concurrency", "8"), "ranked by monthly bill, lowest first; $/1M at the stated load"),
+    (("--rps", "5"), "ranked by monthly bill, lowest first; $/1M at the stated load"),
+    (("--batch",), "ranked by $/1M output tokens at saturation, lowest first; $/1M at 100% of "
+                   "saturated throughput"),
+    (("--utilisation", "0.4"), "$/1M at 40% of the throughput at 'conc' sequences per replica"),
+])
+def test_the_footer_names_the_question_and_what_price_per_token_assumes(cli, load, says):
+    r = cli(*RECOMMEND, *load)
+    assert r.exit_code == 0, r.output
+    assert says in _footer(r.stdout)

@@ -26,9 +26,9 @@ ADVISOR = shutil.which("advisor", path=str(Path(sys.executable).parent)) or shut
 #: every Llama alias is a gated repository: a provision names where the token is read
 TOKEN = ("--hf-token-ref", "aws-ssm:/advisor/hf-token")
 NAME = "llama-g6e"
-CAPACITY_MSG = ("We currently do not have sufficient g6e.xlarge capacity in the Availability "
+CAPACITY_MSG = ("We currently do not have sufficient g6e.2xlarge capacity in the Availability "
                 "Zone you requested (us-east-1a). Our system will be working on provisioning "
-                "additional capacity. You can currently get g6e.xlarge capacity by not "
+                "additional capacity. You can currently get g6e.2xlarge capacity by not "
                 "specifying an Availability Zone in your request or choosing us-east-1b, "
                 "us-east-1c, us-east-1d.")
 VCPU_MSG = ("You have requested more vCPU capacity than your current vCPU limit of 0 allows for "
@@ -61,10 +61,10 @@ def by_tag(client, name: str, states=("pending", "running", "stopping", "stopped
 def test_provision_status_down_end_to_end(aws):
     r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
             "--ctx", "8192", "--instance",
-            "aws:g6e.xlarge", "--name", NAME, "--yes", "--json")
+            "aws:g6e.2xlarge", "--name", NAME, "--yes", "--json")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
-    assert res["status"] == "launched" and res["instance_type"] == "g6e.xlarge"
+    assert res["status"] == "launched" and res["instance_type"] == "g6e.2xlarge"
     client = ec2()
     [inst] = by_tag(client, NAME)
     assert inst["InstanceId"] == res["instances"][0]["id"]
@@ -77,7 +77,7 @@ def test_provision_status_down_end_to_end(aws):
     ud = client.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")
     text = base64.b64decode(ud["UserData"]["Value"]).decode()
     dry = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                    instance="aws:g6e.xlarge", name=NAME, dry_run=True)
+                    instance="aws:g6e.2xlarge", name=NAME, dry_run=True)
     assert text == dry.user_data
     assert text.startswith("#cloud-config\n")
     doc = yaml.safe_load(text)
@@ -100,7 +100,7 @@ def test_provision_status_down_end_to_end(aws):
     # provision again with the same name: nothing new
     r2 = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
              "--ctx", "8192", "--instance",
-             "aws:g6e.xlarge", "--name", NAME, "--yes", "--json")
+             "aws:g6e.2xlarge", "--name", NAME, "--yes", "--json")
     assert r2.returncode == 0, r2.stderr
     assert json.loads(r2.stdout)["status"] == "exists"
     assert len(by_tag(client, NAME)) == 1
@@ -130,7 +130,7 @@ def test_provision_status_down_end_to_end(aws):
 def test_allow_cidr_opens_only_that_range(aws):
     r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
             "--ctx", "8192", "--instance",
-            "aws:g6e.xlarge", "--name", "open-one", "--allow-cidr", "203.0.113.0/24", "--yes",
+            "aws:g6e.2xlarge", "--name", "open-one", "--allow-cidr", "203.0.113.0/24", "--yes",
             "--json")
     assert r.returncode == 0, r.stderr
     [sg] = ec2().describe_security_groups(GroupNames=[sg_name("open-one")])["SecurityGroups"]
@@ -155,7 +155,7 @@ def test_bad_input_launches_nothing(aws):
     # no --yes and no terminal: asks nobody, launches nothing
     r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
             "--ctx", "8192", "--instance",
-            "aws:g6e.xlarge", "--name", "unasked")
+            "aws:g6e.2xlarge", "--name", "unasked")
     assert r.returncode == 2 and "--yes" in r.stderr
     assert by_tag(ec2(), "unasked") == []
     assert ec2().describe_security_groups(Filters=[{"Name": "group-name", "Values": [
@@ -165,7 +165,7 @@ def test_bad_input_launches_nothing(aws):
 def test_dry_run_calls_nothing_and_imports_no_sdk(tmp_path):
     code = ("import sys, json; import advisor.provisioning as p; "
             "r = p.provision('llama-3-8b', 8192, hf_token_ref='aws-ssm:/advisor/hf-token', "
-            "instance='aws:g6e.xlarge', name='dry', "
+            "instance='aws:g6e.2xlarge', name='dry', "
             "dry_run=True); print(json.dumps(r.model_dump())); "
             "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ADVISOR_"))}
@@ -206,7 +206,7 @@ def test_capacity_error_moves_to_the_next_zone(aws, tmp_path):
     prov = _provider_with({"us-east-1/ec2": {"before-send.ec2.RunInstances": run_instances}})
     store = Store(tmp_path / "s.db")
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                    instance="aws:g6e.xlarge", name="fail-over",
+                    instance="aws:g6e.2xlarge", name="fail-over",
                     providers={"aws": prov}, store=store)
     assert res.status == "launched" and res.zone == "us-east-1b"
     first = res.attempts[0]
@@ -229,7 +229,7 @@ def test_quota_error_skips_the_region_and_cleans_it_up(aws, tmp_path):
 
     prov = _provider_with({"us-east-1/ec2": {"before-send.ec2.RunInstances": refuse}})
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                    instance="aws:g6e.xlarge", name="quota-skip",
+                    instance="aws:g6e.2xlarge", name="quota-skip",
                     regions=["us-east-1", "us-west-2"], providers={"aws": prov},
                     store=Store(tmp_path / "s.db"))
     assert res.region == "us-west-2" and res.status == "launched"
@@ -254,7 +254,7 @@ def test_quota_check_skips_a_region_before_launching(aws, tmp_path):
             "us-east-1")},
     })
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                    instance="aws:g6e.xlarge", name="quota-check",
+                    instance="aws:g6e.2xlarge", name="quota-check",
                     regions=["us-east-1", "us-west-2"], providers={"aws": prov},
                     store=Store(tmp_path / "s.db"))
     assert launched == [] and res.region == "us-west-2"
@@ -271,7 +271,7 @@ def test_every_zone_full_fails_cleanly(aws, tmp_path):
 
     with pytest.raises(OperationError, match="no candidate could be launched"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                  instance="aws:g6e.xlarge", name="all-full",
+                  instance="aws:g6e.2xlarge", name="all-full",
                   providers={"aws": prov}, store=store)
     assert store.require("all-full").status == "failed"
     assert by_tag(ec2(), "all-full") == []
@@ -293,7 +293,7 @@ def test_crash_after_launch_is_found_by_reconcile(aws, monkeypatch):
     with monkeypatch.context() as m, pytest.raises(Killed):
         m.setattr(Store, "record_instance", die)
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                  instance="aws:g6e.xlarge", name="crashed", store=store,
+                  instance="aws:g6e.2xlarge", name="crashed", store=store,
                   providers={"aws": AwsProvider(sleep=lambda _s: None)})
     dep = store.require("crashed")
     assert dep.status == "launching" and dep.instances == []
@@ -311,7 +311,7 @@ def test_crash_after_launch_is_found_by_reconcile(aws, monkeypatch):
 def test_wait_until_running(aws):
     r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
             "--ctx", "8192", "--instance",
-            "aws:g6e.xlarge", "--name", "waited", "--yes", "--wait", "--json")
+            "aws:g6e.2xlarge", "--name", "waited", "--yes", "--wait", "--json")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["instances"][0]["state"] == "running"
@@ -325,7 +325,7 @@ def test_no_credentials_is_one_line_and_launches_nothing(aws, tmp_path):
            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
     r = cli(env, "provision", "--model", "llama-3-8b", *TOKEN,
             "--ctx", "8192", "--instance",
-            "aws:g6e.xlarge", "--name", "nocreds", "--yes")
+            "aws:g6e.2xlarge", "--name", "nocreds", "--yes")
     assert r.returncode == 1, r.stderr
     lines = r.stderr.strip().splitlines()
     assert "denied (NoCredentials)" in lines[-1] and "Traceback" not in r.stderr
@@ -335,7 +335,7 @@ def test_no_credentials_is_one_line_and_launches_nothing(aws, tmp_path):
 def test_hostile_region_is_refused(aws):
     r = cli(aws, "provision", "--model", "llama-3-8b", *TOKEN,
             "--ctx", "8192", "--instance",
-            "aws:g6e.xlarge", "--region", "us-east-1; rm -rf /", "--yes")
+            "aws:g6e.2xlarge", "--region", "us-east-1; rm -rf /", "--yes")
     assert r.returncode == 2 and "is not a region name" in r.stderr
 
 
@@ -349,7 +349,7 @@ def test_a_foreign_role_of_the_same_name_is_not_taken_over(aws, tmp_path):
 
     with pytest.raises(CloudError, match="did not create"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
-                  instance="aws:g6e.xlarge", name="taken",
+                  instance="aws:g6e.2xlarge", name="taken",
                   providers={"aws": AwsProvider(sleep=lambda _s: None)},
                   store=Store(tmp_path / "s.db"))
     assert iam.list_role_policies(RoleName="advisor-taken")["PolicyNames"] == []

@@ -35,6 +35,17 @@ RegionFilter = Annotated[list[str] | None, typer.Option(
 GpuFilter = Annotated[list[str] | None, typer.Option(
     "--gpu", help="Only this GPU or family (repeatable).")]
 
+#: the question's inputs, shared by recommend, plan, render and provision (issue 15: provision
+#: launches what recommend puts first for the same inputs)
+MaxTpot = Annotated[float | None, typer.Option(
+    help="TPOT target, p50 (default 50 ms; none with --batch).")]
+MaxTtft = Annotated[float | None, typer.Option(
+    help="TTFT target, p50 (default 2000 ms; none with --batch).")]
+Batch = Annotated[bool, typer.Option(
+    help="Offline work: no latency targets; rank by $/1M tokens at saturation.")]
+AllowSmallHost = Annotated[bool, typer.Option(
+    help="Keep instances below vLLM's CPU floor (2 + N cores for N GPUs), as a risk.")]
+
 
 def catalog_from(dirs: list[Path] | None) -> Catalog:
     from advisor.catalog.loader import load

@@ -69,6 +69,7 @@ def fit_cmd(
                ("KV per token", f"{result.kv_bytes_per_token:,} bytes ({result.kv_cache_dtype})"),
                ("max concurrency", f"{result.max_concurrency:.2f}x"),
                ("vLLM", f"{result.vllm_version}, max_num_batched_tokens "
-                f"{result.max_num_batched_tokens}, max_num_seqs {result.max_num_seqs}")])
+                f"{result.max_num_batched_tokens}, max_num_seqs {result.max_num_seqs}"),
+               ("accuracy", result.confidence.why if result.confidence else "—")])
     for note in result.notes:
         out.line(f"- {note}")

@@ -8,9 +8,13 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import (
+    AllowSmallHost,
+    Batch,
     CatalogDirs,
     GpuFilter,
     JsonFlag,
+    MaxTpot,
+    MaxTtft,
     ProviderFilter,
     RegionFilter,
     catalog_from,
@@ -27,9 +31,10 @@ def plan_cmd(
         help="Prompt tokens per request (default min(1024, ctx/2)).", min=1)] = None,
     output_len: Annotated[int | None, typer.Option(
         help="Generated tokens per request (default min(256, ctx - input)).", min=1)] = None,
-    max_tpot_ms: Annotated[float | None, typer.Option(help="Latency limit per output token.")]
-    = None,
-    max_ttft_ms: Annotated[float | None, typer.Option(help="Time-to-first-token limit.")] = None,
+    max_tpot_ms: MaxTpot = None,
+    max_ttft_ms: MaxTtft = None,
+    batch: Batch = False,
+    allow_small_host: AllowSmallHost = False,
     max_instances: Annotated[int, typer.Option(help="The largest fleet to consider.", min=1)]
     = 64,
     provider: ProviderFilter = None,
@@ -51,7 +56,7 @@ def plan_cmd(
                     max_instances=max_instances, max_tpot_ms=max_tpot_ms,
                     max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
                     spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
-                    max_nodes=max_nodes)
+                    max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host)
     picks = options[:top]
     if json:
         out.emit_json([o.model_dump() for o in picks])

@@ -9,7 +9,16 @@ from typing import Annotated, Any
 import typer
 
 from advisor.cli import output as out
-from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, with_cloud_options
+from advisor.cli.common import (
+    AllowSmallHost,
+    Batch,
+    CatalogDirs,
+    JsonFlag,
+    MaxTpot,
+    MaxTtft,
+    catalog_from,
+    with_cloud_options,
+)
 from advisor.clouds.registry import CLOUDS, key_ref_forms, token_ref_forms
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
 from advisor.errors import UserInputError
@@ -62,6 +71,10 @@ def provision_cmd(
                                       min=1024, max=65000)] = 8000,
     vllm_version: Annotated[str, typer.Option(help="The vLLM release to pin.")]
     = DEFAULT_VLLM_VERSION,
+    max_tpot_ms: MaxTpot = None,
+    max_ttft_ms: MaxTtft = None,
+    batch: Batch = False,
+    allow_small_host: AllowSmallHost = False,
     cloud_options: dict[str, dict[str, str]] | None = None,
     dry_run: Annotated[bool, typer.Option(
         help="Print the exact requests and the user-data; call nothing.")] = False,
@@ -73,7 +86,7 @@ def provision_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Launch the recommended instance with vLLM running NUMA-bound on it."""
-    from advisor.provisioning import provision
+    from advisor.provisioning import Question, provision
 
     result = provision(
         model, ctx, provider=provider, instance=instance, regions=region, name=name, spot=spot,
@@ -82,7 +95,9 @@ def provision_cmd(
         port=port, vllm_version=vllm_version, dry_run=dry_run, wait=wait,
         confirm=_confirm(yes or dry_run), progress=None if json else out.progress,
         catalog=catalog_from(catalog),
-        provider_options=cloud_options)
+        provider_options=cloud_options,
+        question=Question(max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
+                          allow_small_host=allow_small_host))
     if json:
         out.emit_json(result.model_dump())
         return

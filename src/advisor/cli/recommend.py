@@ -8,9 +8,13 @@ import typer
 
 from advisor.cli import output as out
 from advisor.cli.common import (
+    AllowSmallHost,
+    Batch,
     CatalogDirs,
     GpuFilter,
     JsonFlag,
+    MaxTpot,
+    MaxTtft,
     ProviderFilter,
     RegionFilter,
     catalog_from,
@@ -59,46 +63,90 @@ def perf_cmd(
                   ("requests/s", out.num(est.requests_per_s, 2)),
                   ("decode is", f"{est.decode_bound}-bound"),
                   ("KV cache", f"{fit.kv_cache_tokens:,} tokens ({fit.max_concurrency:.1f}x "
-                               f"{fit.max_model_len})")])
+                               f"{fit.max_model_len})"),
+                  ("accuracy", est.confidence.why if est.confidence else "—")])
     for n in est.notes:
         out.line(f"- {n}")
 
 
 #: recommend's columns; at a narrow terminal the highest number is hidden first, and the
-#: objective's own figure never is
-_COLUMNS = ("instance", "region", "$/h", "GPUs", "layout", "conc", "tok/s", "TPOT ms", "$/1M",
-            "NUMA")
-_HIDE = {"cost": {"TPOT ms": 9, "region": 8, "conc": 7, "NUMA": 6},
-         "latency": {"region": 8, "conc": 7, "NUMA": 6, "$/1M": 5, "tok/s": 4},
-         "throughput": {"TPOT ms": 9, "region": 8, "conc": 7, "NUMA": 6, "$/1M": 5}}
-_NUMERIC = {"$/h", "conc", "tok/s", "TPOT ms", "$/1M"}
+#: question's own figure never is
+_COLUMNS = ("instance", "region", "$/h", "GPUs", "layout", "conc", "tok/s", "TPOT ms", "TTFT ms",
+            "$/1M", "NUMA", "conf")
+_HIDE = {"cost": {"region": 11, "TTFT ms": 10, "NUMA": 9, "conc": 8, "tok/s": 7, "conf": 6},
+         "batch": {"TTFT ms": 11, "TPOT ms": 10, "region": 9, "conc": 8, "NUMA": 7, "conf": 6},
+         "latency": {"region": 11, "conc": 10, "NUMA": 9, "TTFT ms": 8, "$/1M": 7, "tok/s": 6,
+                     "conf": 5},
+         "throughput": {"TTFT ms": 11, "TPOT ms": 10, "region": 9, "conc": 8, "NUMA": 7,
+                        "$/1M": 6, "conf": 5}}
+_FLEET = ("instance", "region", "layout", "per rep", "inst", "$/month", "spare", "TPOT ms",
+          "TTFT ms", "$/1M", "NUMA", "conf")
+_FLEET_HIDE = {"region": 11, "TTFT ms": 10, "NUMA": 9, "per rep": 8, "$/1M": 7, "conf": 6,
+               "spare": 5}
+_NUMERIC = {"$/h", "conc", "tok/s", "TPOT ms", "TTFT ms", "$/1M", "per rep", "inst", "$/month",
+            "spare"}
 _NUMA = {"aligned": "aligned", "spans-nodes": "spans", "unknown": "?"}
 
 
-def _columns(objective: str) -> list[out.Col]:
-    hide = _HIDE.get(objective, _HIDE["cost"])
-    return [out.Col(c, num=c in _NUMERIC, drop=hide.get(c, 0)) for c in _COLUMNS]
+def _columns(names: tuple[str, ...], hide: dict[str, int]) -> list[out.Col]:
+    return [out.Col(c, num=c in _NUMERIC, drop=hide.get(c, 0)) for c in names]
+
+
+def _layout(p: Any) -> str:
+    return (f"{p.nodes}n TP{p.tp} PP{p.pp}" if p.nodes > 1 else
+            f"{p.replicas}x TP{p.tp}" + (f" PP{p.pp}" if p.pp > 1 else ""))
+
+
+def _part(c: Any) -> str:
+    if c is None:
+        return "?"
+    return f"±{c.within_pct:.0f}%" if c.basis == "calibrated" and c.within_pct is not None \
+        else "ext"
+
+
+def _conf(r: Any) -> str:
+    """memory|perf: the worst error on public runs of this GPU family, or ext(rapolated)."""
+    return f"{_part(r.fit.confidence)}|{_part(r.perf.confidence)}"
 
 
 def _row(r: Any) -> list[str]:
     p = r.plan
-    layout = (f"{p.nodes}n TP{p.tp} PP{p.pp}" if p.nodes > 1 else
-              f"{p.replicas}x TP{p.tp}" + (f" PP{p.pp}" if p.pp > 1 else ""))
     return [f"{r.provider}:{r.instance}", out.fmt(r.region), out.usd(r.usd_per_hour * p.nodes),
             f"{r.gpu_count}x {r.gpu}" if p.nodes == 1 else f"{p.nodes}x{r.gpu_count} {r.gpu}",
-            layout, out.num(r.fit.max_concurrency, 1), out.num(r.instance_output_tokens_per_s),
-            out.ms(r.perf.tpot_ms), out.usd(r.usd_per_million_output_tokens),
-            _NUMA.get(r.numa.alignment, r.numa.alignment)]
+            _layout(p), str(r.perf.concurrency), out.num(r.instance_output_tokens_per_s),
+            out.ms(r.perf.tpot_ms), out.ms(r.perf.ttft_ms),
+            out.usd(r.usd_per_million_output_tokens),
+            _NUMA.get(r.numa.alignment, r.numa.alignment), _conf(r)]
 
 
-def ranking_note(objective: str, concurrency: int | None, spot: bool) -> str:
-    """The footer: what the order means, in the objective's own terms."""
-    key, best = {"latency": ("TPOT (ms per output token), lowest first", "its fastest"),
-                 "throughput": ("output tok/s per instance, highest first", "its best")}.get(
-        objective, ("$/1M output tokens, lowest first", "its cheapest"))
-    at = f"{concurrency} sequences per instance" if concurrency else f"{best} concurrency"
-    return (f"ranked by {key}, each at {at}; host risks (NUMA, memory bandwidth, CPU age) add "
-            "1-10%" + ("; spot prices" if spot else ""))
+def _fleet_row(r: Any) -> list[str]:
+    f = r.fleet
+    return [f"{r.provider}:{r.instance}", out.fmt(r.region), _layout(r.plan),
+            out.num(f.per_replica, 2 if f.load == "rps" else 0), str(f.instances),
+            out.num(f.usd_per_month), f"{f.headroom:+.0%}", out.ms(r.perf.tpot_ms),
+            out.ms(r.perf.ttft_ms), out.usd(r.usd_per_million_output_tokens),
+            _NUMA.get(r.numa.alignment, r.numa.alignment), _conf(r)]
+
+
+def ranking_note(objective: str, question: str, utilisation: float, spot: bool) -> str:
+    """The footer: what the order means and what $/1M assumes, in the question's own terms."""
+    if objective == "latency":
+        key = "TPOT, lowest first"
+    elif objective == "throughput":
+        key = "output tok/s per instance, highest first"
+    else:
+        key = {"cheapest-within-targets": "$/h of one replica, lowest first",
+               "batch": "$/1M output tokens at saturation, lowest first"}.get(
+            question, "monthly bill, lowest first")
+    if question.startswith("fleet"):
+        at = "$/1M at the stated load; per rep: load one replica carries; 730 h/month"
+    else:
+        at = (f"$/1M at {utilisation:.0%} of the throughput at 'conc' sequences per replica "
+              "(the most that meet the targets)" if question != "batch" else
+              f"$/1M at {utilisation:.0%} of saturated throughput")
+    return (f"ranked by {key}; {at}; conc: sequences per replica; conf: memory|perf accuracy, "
+            "worst error on public runs of this GPU family, or ext(rapolated); unknown NUMA "
+            "weighs only on host-heavy plans" + ("; spot prices" if spot else ""))
 
 
 def recommend_cmd(
@@ -108,18 +156,27 @@ def recommend_cmd(
         help="Prompt tokens per request (default min(1024, ctx/2)).")] = None,
     output_len: Annotated[int | None, typer.Option(
         help="Generated tokens per request (default min(256, ctx - input)).")] = None,
+    rps: Annotated[float | None, typer.Option(
+        help="The load in requests/s: size the fleet and rank by monthly bill.")] = None,
     concurrency: Annotated[int | None, typer.Option(
-        help="Target sequences per instance (default: as many as fit).")] = None,
-    objective: Annotated[str, typer.Option(help="cost, latency or throughput.")] = "cost",
+        help="The load as users in flight (concurrent sequences): size the fleet for them.")]
+    = None,
+    max_tpot_ms: MaxTpot = None,
+    max_ttft_ms: MaxTtft = None,
+    batch: Batch = False,
+    utilisation: Annotated[float, typer.Option(
+        help="Share of the in-target capacity used on average; $/1M is stated at it.")] = 1.0,
+    objective: Annotated[str, typer.Option(
+        help="cost (the question's $ figure), latency or throughput.")] = "cost",
     provider: ProviderFilter = None,
     region: RegionFilter = None,
     gpu: GpuFilter = None,
     max_usd_per_hour: Annotated[float | None, typer.Option(help="Price ceiling, $/h.")] = None,
-    max_tpot_ms: Annotated[float | None, typer.Option(help="Latency limit per output token.")]
-    = None,
-    max_ttft_ms: Annotated[float | None, typer.Option(help="Time-to-first-token limit.")] = None,
     spot: Annotated[bool, typer.Option(help="Rank by spot prices.")] = False,
     kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
+    cpu_offload_gb: Annotated[float, typer.Option(
+        help="vLLM's --cpu-offload-gb: GiB of weights per GPU kept in host memory.")] = 0.0,
+    allow_small_host: AllowSmallHost = False,
     max_nodes: Annotated[int, typer.Option(
         help="Most instances one replica may span (PP across them); 1: one machine.")] = 4,
     top: Annotated[int, typer.Option(help="How many picks to show.")] = 5,
@@ -129,15 +186,18 @@ def recommend_cmd(
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
-    """Rank instances for a model and context: layout, throughput, $ per million tokens."""
+    """The cheapest instance that serves a model within latency targets, or the fleet for a
+    load: layout, latency, $/h, $ per million tokens, and why."""
     from advisor.api import default_lengths, recommend
 
     cat = catalog_from(catalog)
     recs, rejected = recommend(
         model, ctx, input_len=input_len, output_len=output_len, concurrency=concurrency,
+        rps=rps, batch=batch, utilisation=utilisation,
         objective=objective, providers=provider, regions=region, gpus=gpu,
         max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
-        spot=spot, kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=cat,
+        spot=spot, kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb,
+        allow_small_host=allow_small_host, vllm_version=vllm_version, catalog=cat,
         with_rejected=True, max_nodes=max_nodes)
     if not recs:
         from advisor.core.ranking import explain_empty
@@ -154,18 +214,30 @@ def recommend_cmd(
         out.emit_json(body)
         return
     i, o = default_lengths(ctx, input_len, output_len)
-    out.table(_columns(objective), (_row(r) for r in picks),
-              title=f"{model}, ctx {ctx}, {i} in / {o} out, objective {objective}",
-              caption=f"{len(recs)} of {len(recs) + len(rejected)} instance types can serve it; "
-                      + ranking_note(objective, concurrency, spot)
-                      + ("; Nn: one replica over N instances" if any(
-                          r.plan.nodes > 1 for r in picks) else ""))
     best = picks[0]
+    basis = best.basis
+    load = (f", {rps:g} req/s" if rps is not None else
+            f", {concurrency} users" if concurrency is not None else "")
+    title = (f"{model}, ctx {ctx}, {i} in / {o} out{load}; targets: {basis.targets.source}")
+    caption = (f"{len(recs)} of {len(recs) + len(rejected)} instance types can serve it; "
+               + ranking_note(objective, basis.question, utilisation, spot)
+               + ("; Nn: one replica over N instances" if any(
+                   r.plan.nodes > 1 for r in picks) else ""))
+    if best.fleet is not None:
+        out.table(_columns(_FLEET, _FLEET_HIDE), (_fleet_row(r) for r in picks), title=title,
+                  caption=caption)
+    else:
+        key = "batch" if basis.question == "batch" and objective == "cost" else objective
+        out.table(_columns(_COLUMNS, _HIDE.get(key, _HIDE["cost"])), (_row(r) for r in picks),
+                  title=title, caption=caption)
     out.line(f"Why {best.provider}:{best.instance}:")
     for reason in best.reasons:
         out.line(f"  + {reason}")
     for risk in best.risks:
         out.line(f"  ! {risk}")
+    for what, c in (("memory", best.fit.confidence), ("latency", best.perf.confidence)):
+        if c is not None:
+            out.line(f"  ~ {what}: {c.why}")
     if show_rejected:
         _rejected_table(rejected)
 

@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 
 from advisor.cli import output as out
-from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
+from advisor.cli.common import (
+    AllowSmallHost,
+    Batch,
+    CatalogDirs,
+    JsonFlag,
+    MaxTpot,
+    MaxTtft,
+    catalog_from,
+)
 from advisor.clouds.registry import key_ref_forms, token_ref_forms
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
@@ -43,6 +51,10 @@ def render_cmd(
     ray_head: Annotated[str | None, typer.Option(
         help="Multi-node: the head's address for the workers (else read at boot from "
         "/etc/advisor/ray-head).")] = None,
+    max_tpot_ms: MaxTpot = None,
+    max_ttft_ms: MaxTtft = None,
+    batch: Batch = False,
+    allow_small_host: AllowSmallHost = False,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -55,6 +67,8 @@ def render_cmd(
                           api_key_ref=api_key_ref, hf_token_ref=hf_token_ref,
                           gpu_memory_utilization=gpu_memory_utilization,
                           target=target, name=name, ray_head=ray_head,
+                          max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
+                          allow_small_host=allow_small_host,
                           catalog=catalog_from(catalog))
     inst, plan = result.instance, result.plan
     paths = write(result.files, out_dir)

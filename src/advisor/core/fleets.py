@@ -10,15 +10,14 @@ x $/h x 730 h; the headroom is the fleet's capacity over ``R``, minus one.
 
 from __future__ import annotations
 
-import math
-
 from pydantic import BaseModel, ConfigDict
 
 from advisor.core.layouts import Plan
+from advisor.core.load import HOURS_PER_MONTH, size_fleet
 from advisor.core.ranking import Recommendation
 from advisor.errors import UserInputError
 
-HOURS_PER_MONTH = 730
+__all__ = ["HOURS_PER_MONTH", "FleetMiss", "FleetOption", "plan_fleet", "size"]
 
 
 class FleetOption(BaseModel):
@@ -57,25 +56,24 @@ class FleetMiss(BaseModel):
 
 
 def size(rec: Recommendation, rps: float) -> FleetOption:
-    nodes = rec.plan.nodes
-    per_instance = 0 if nodes > 1 else rec.plan.replicas
-    rps_replica = rec.perf.requests_per_s
-    if rps_replica <= 0:
+    fs = rec.fleet if rec.fleet is not None and rec.fleet.load == "rps" and \
+        rec.fleet.demand == rps else size_fleet(
+            rps=rps, users=None, rps_per_replica=rec.perf.requests_per_s,
+            users_per_replica=rec.perf.concurrency, replicas_per_instance=rec.plan.replicas,
+            nodes=rec.plan.nodes, usd_per_hour=rec.usd_per_hour) \
+        if rec.perf.requests_per_s > 0 else None
+    if fs is None:
         raise UserInputError(f"{rec.provider}:{rec.instance} serves no requests at this load")
-    replicas = max(1, math.ceil(rps / rps_replica - 1e-9))
-    instances = replicas * nodes if nodes > 1 else math.ceil(replicas / per_instance)
-    if nodes == 1:
-        replicas = instances * per_instance  # whole instances run all their replicas
-    capacity = replicas * rps_replica
+    nodes = rec.plan.nodes
     return FleetOption(
         provider=rec.provider, instance=rec.instance, region=rec.region,
         usd_per_hour=rec.usd_per_hour, price_kind=rec.price_kind, gpu=rec.gpu,
         gpu_count=rec.gpu_count, plan=rec.plan, nodes_per_replica=nodes,
-        replicas_per_instance=per_instance, concurrency_per_replica=rec.perf.concurrency,
-        rps_per_replica=rps_replica, replicas=replicas, instances=instances,
-        capacity_rps=round(capacity, 4), headroom=round(capacity / rps - 1, 4),
-        usd_per_hour_total=round(instances * rec.usd_per_hour, 4),
-        usd_per_month=round(instances * rec.usd_per_hour * HOURS_PER_MONTH, 2),
+        replicas_per_instance=0 if nodes > 1 else rec.plan.replicas,
+        concurrency_per_replica=rec.perf.concurrency,
+        rps_per_replica=rec.perf.requests_per_s, replicas=fs.replicas, instances=fs.instances,
+        capacity_rps=fs.capacity, headroom=fs.headroom,
+        usd_per_hour_total=fs.usd_per_hour_total, usd_per_month=fs.usd_per_month,
         tpot_ms=rec.perf.tpot_ms, ttft_ms=rec.perf.ttft_ms, numa=rec.numa.alignment,
         risks=list(rec.risks))
 

@@ -14,6 +14,7 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.schema import Gpu
+from advisor.core.confidence import Confidence, combine, perf_confidence
 from advisor.core.model import DTYPE_BYTES, ModelSpec
 from advisor.core.sizing import MemoryFit
 from advisor.errors import UserInputError
@@ -29,6 +30,12 @@ STEP_OVERHEAD_S = 0.002
 ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 10e-6, "pcie": 25e-6}
 #: achieved per-direction all-reduce bandwidth over PCIe, by generation, bytes/s
 PCIE_BYTES_S = {3: 12e9, 4: 25e9, 5: 50e9}
+#: measured pinned host-to-device copy rate per PCIe generation (x16, process on the GPU's
+#: socket), bytes/s: what --cpu-offload-gb streams at. Gen3 12.15 GB/s (P100 bandwidthTest,
+#: https://github.com/mpicbg-scicomp/gearshifft/pull/82), Gen4 25.13 GB/s (A100 nvbandwidth,
+#: https://github.com/NVIDIA/nvbandwidth/issues/42), Gen5 35.2 GB/s (H100 nvbandwidth
+#: host_to_device_memcpy_sm, https://github.com/NVIDIA/nvbandwidth/issues/24)
+H2D_BYTES_S = {3: 12.15e9, 4: 25.13e9, 5: 35.2e9}
 #: one pipeline-stage boundary between instances (send + receive of a step's activations)
 #: besides the bytes over the fabric's bandwidth. ASSUMED, not calibrated: no public
 #: measurement of vLLM's PP hop latency was found; it is small next to STEP_OVERHEAD_S.
@@ -56,6 +63,9 @@ class PerfEstimate(BaseModel):
     decode_bound: str
     e2e_latency_ms: float
     notes: list[str]
+    #: how far to trust TTFT and TPOT (and the throughput derived from TPOT): the perf accuracy
+    #: benchmark's error on this GPU family, model family and vLLM release, or "extrapolated"
+    confidence: Confidence | None = None
 
 
 def _peak_tflops(gpu: Gpu, dtype_bytes: float, fp8: bool) -> float:
@@ -100,7 +110,19 @@ def _weight_bytes_read(spec: ModelSpec, fit: MemoryFit, batch: int) -> float:
     return total * (1 - experts_share) + total * experts_share * touched
 
 
-def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context: float) -> float:
+def offload_s(fit: MemoryFit, host_link_bytes_s: float | None) -> float:
+    """Streaming the weights held in host memory (--cpu-offload-gb) to the GPU, once per forward
+    pass (vLLM's docs: "part of the model is loaded from CPU memory to GPU memory on the fly in
+    each model forward pass"), at the host link's measured rate (default: PCIe Gen4 x16,
+    :data:`H2D_BYTES_S`). Not calibrated on a vLLM offload run: no public x86 measurement of
+    decode with and without --cpu-offload-gb was found."""
+    if not fit.cpu_offload_gib:
+        return 0.0
+    return fit.cpu_offload_gib * 2**30 / (host_link_bytes_s or H2D_BYTES_S[4])
+
+
+def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context: float,
+                  host_link_bytes_s: float | None = None) -> float:
     act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
     bw = (gpu.memory_bandwidth_gb_s or 0) * 1e9 * MEMORY_EFFICIENCY
     if bw <= 0:
@@ -113,11 +135,12 @@ def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context
                         spec.quantization.method.startswith("fp8")) * 1e12
     comp = flops / (peak * COMPUTE_EFFICIENCY)
     return max(mem, comp) + _allreduce_s(spec, gpu, fit.tp, batch, act_b,
-                                         spec.num_layers / fit.pp) + STEP_OVERHEAD_S
+                                         spec.num_layers / fit.pp) + STEP_OVERHEAD_S + offload_s(
+        fit, host_link_bytes_s)
 
 
 def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
-              hop_s: float = 0.0) -> float:
+              hop_s: float = 0.0, host_link_bytes_s: float | None = None) -> float:
     act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
     fp8 = spec.quantization is not None and spec.quantization.method.startswith("fp8")
     peak = _peak_tflops(gpu, act_b, fp8) * 1e12 * COMPUTE_EFFICIENCY
@@ -130,7 +153,7 @@ def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
     weights = fit.weights_gib * fit.pp * 2**30 / bw * steps
     return max((linear + attn) / peak, weights) + steps * (
         _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b) + STEP_OVERHEAD_S
-        + (fit.pp - 1) * hop_s)
+        + (fit.pp - 1) * hop_s + offload_s(fit, host_link_bytes_s))
 
 
 def pp_hop_s(spec: ModelSpec, fit: MemoryFit, tokens: int, fabric_gbps: float | None,
@@ -147,7 +170,8 @@ def pp_hop_s(spec: ModelSpec, fit: MemoryFit, tokens: int, fabric_gbps: float | 
 
 
 def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
-             across_nodes: bool = False, fabric_gbps: float | None = None) -> PerfEstimate:
+             across_nodes: bool = False, fabric_gbps: float | None = None,
+             host_link_bytes_s: float | None = None) -> PerfEstimate:
     """TTFT, TPOT and throughput of one replica at ``workload.concurrency`` sequences.
 
     Under pipeline parallelism (``fit.pp`` > 1) vLLM keeps ``pp`` micro-batches in flight: a
@@ -164,18 +188,23 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     ctx = workload.input_len + workload.output_len / 2
     pp = fit.pp
     if pp == 1:
-        step = decode_step_s(spec, gpu, fit, c, ctx)
-        pre = prefill_s(spec, gpu, fit, workload.input_len)
+        step = decode_step_s(spec, gpu, fit, c, ctx, host_link_bytes_s)
+        pre = prefill_s(spec, gpu, fit, workload.input_len, host_link_bytes_s=host_link_bytes_s)
     else:
         mb = max(1, math.ceil(c / pp))
         hop = pp_hop_s(spec, fit, mb, fabric_gbps, across_nodes, gpu)
-        stage = decode_step_s(spec, gpu, fit, mb, ctx) - STEP_OVERHEAD_S
+        stage = decode_step_s(spec, gpu, fit, mb, ctx, host_link_bytes_s) - STEP_OVERHEAD_S
         step = pp * (stage + hop) + STEP_OVERHEAD_S
         chunk = min(workload.input_len, max(1, fit.max_num_batched_tokens))
         pre = prefill_s(spec, gpu, fit, workload.input_len,
-                        pp_hop_s(spec, fit, chunk, fabric_gbps, across_nodes, gpu))
+                        pp_hop_s(spec, fit, chunk, fabric_gbps, across_nodes, gpu),
+                        host_link_bytes_s)
         notes.append(f"pipeline of {pp} stages" + (" across instances" if across_nodes else "")
                      + f": {pp} micro-batches of {mb} sequence(s) in flight")
+    if fit.cpu_offload_gib:
+        notes.append(f"{fit.cpu_offload_gib:g} GiB of weights per GPU stream from host memory "
+                     f"every forward pass ({offload_s(fit, host_link_bytes_s) * 1000:.0f} ms at "
+                     f"{(host_link_bytes_s or H2D_BYTES_S[4]) / 1e9:.0f} GB/s)")
     # in steady state every request's prefill is interleaved with the others' decode steps
     tpot = step + pre * (c - 1) / workload.output_len if c > 1 else step
     ttft = pre + (step if c > 1 else 0.0)
@@ -189,4 +218,6 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
                         output_tokens_per_s=round(out_tps, 2),
                         requests_per_s=round(out_tps / workload.output_len, 4),
                         concurrency=c, decode_bound=bound, e2e_latency_ms=round(e2e * 1000, 1),
-                        notes=notes)
+                        notes=notes, confidence=combine(*(
+                            perf_confidence(gpu.architecture, spec.model_type, fit.vllm_version,
+                                            m) for m in ("tpot", "ttft"))))

@@ -1,12 +1,13 @@
-"""Filter, fit, estimate and rank every instance offer for one model and workload. Pure.
+"""Filter, fit, estimate and rank every instance offer for one model, question and load. Pure.
 
-The score is the objective's figure (cost: $ per million output tokens, the default; latency:
-TPOT; throughput: inverse tokens/s per instance) times ``1 + penalties``, where the host side
-enters with these stated weights:
-
-* NUMA: aligned 0, placement unknown +5%, a replica spanning nodes +10%;
-* host memory bandwidth per GPU: unknown +2%, below 25 GB/s per GPU +3%;
-* CPU generation: unknown +1%, a pre-2021 generation (Cascade Lake, Rome) +2%.
+The question (:mod:`advisor.core.load`) decides the figure each offer is ranked by: with no load
+and the interactive targets, its $/h for one replica (the cheapest way to serve the model within
+TPOT and TTFT); with ``--rps`` or ``--concurrency`` users, the monthly bill of the fleet that
+carries the load within the targets; with ``--batch``, $ per million output tokens with the
+instance saturated. ``--objective latency`` / ``throughput`` rank by TPOT / tokens per second
+instead. The score is that figure times ``1 + the host weight``, the only weight: NUMA placement
+by evidence regime (:mod:`advisor.core.host`, where the table of sources is). vLLM's CPU floor
+is a gate, not a weight.
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import Gpu, InstanceType
+from advisor.core import host as hostmod
+from advisor.core.confidence import Confidence, combine
 from advisor.core.engine import EngineProfile
+from advisor.core.host import HostView
 from advisor.core.layouts import Plan, layouts, place_multi, tp_sizes
+from advisor.core.load import FleetSize, Question, Targets, question, size_fleet
 from advisor.core.model import ModelSpec
-from advisor.core.perf import PerfEstimate, Workload, estimate
-from advisor.core.sizing import FitRequest, MemoryFit, fit
+from advisor.core.perf import H2D_BYTES_S, PerfEstimate, Workload, estimate
+from advisor.core.sizing import FitRequest, MemoryFit, fit, with_confidence
 from advisor.errors import UserInputError
 
 Objective = Literal["cost", "latency", "throughput"]
-NUMA_PENALTY = {"aligned": 0.0, "unknown": 0.05, "spans-nodes": 0.10}
 OLD_CPU_CODENAMES = {"cascade lake", "rome", "skylake"}
 
 
@@ -42,6 +46,8 @@ class Constraints(BaseModel):
     spot: bool = False
     #: the most identical instances one replica may span (PP across them); 1: single machine
     max_nodes: int = Field(default=4, ge=1, le=64)
+    #: keep instances below vLLM's CPU floor (with a risk) instead of rejecting them
+    allow_small_host: bool = False
 
 
 class Request(BaseModel):
@@ -49,10 +55,40 @@ class Request(BaseModel):
     ctx: int = Field(gt=0)
     input_len: int = Field(gt=0)
     output_len: int = Field(gt=0)
-    #: target concurrent sequences per instance; None: as many as the KV cache and limits allow
-    concurrency: int | None = Field(default=None, gt=0)
+    #: the load as users in flight (concurrent sequences) over the whole deployment
+    concurrency: int | None = Field(default=None, gt=0, le=10_000_000)
+    #: the load as requests per second
+    rps: float | None = Field(default=None, gt=0, le=1e6)
+    #: no latency targets by default; saturated $/1M economics
+    batch: bool = False
+    #: share of the in-target capacity that is used on average: $/1M is stated at it
+    utilisation: float = Field(default=1.0, gt=0, le=1)
     objective: Objective = "cost"
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    #: vLLM's --cpu-offload-gb (GiB of weights per GPU held in host memory)
+    cpu_offload_gib: float = Field(default=0.0, ge=0, le=4096)
+    #: the targets as the user sees them (where they come from); the limits themselves are
+    #: Constraints.max_tpot_ms / max_ttft_ms
+    targets: Targets | None = None
+
+    @property
+    def question(self) -> Question:
+        return question(self.rps, self.concurrency, self.batch)
+
+
+class Basis(BaseModel):
+    """Which assumptions produced a recommendation's figures."""
+
+    model_config = ConfigDict(frozen=True)
+    question: Question
+    targets: Targets
+    #: how the sequences per replica were chosen
+    concurrency_rule: str
+    utilisation: float
+    #: what the $/1M figure assumes
+    usd_per_million_at: str
+    #: what the score is
+    score: str
 
 
 class NumaView(BaseModel):
@@ -82,6 +118,12 @@ class Recommendation(BaseModel):
     score: float
     reasons: list[str]
     risks: list[str]
+    host: HostView
+    basis: Basis
+    #: the fleet for the load (``--rps`` / ``--concurrency``); None without one
+    fleet: FleetSize | None = None
+    #: how far to trust the figures: the weaker of the memory and the perf confidence
+    confidence: Confidence | None = None
 
 
 class Rejection(BaseModel):
@@ -121,16 +163,19 @@ class _Ranker:
 
     def _fit_uncached(self, gpu_id: str, tp: int, pp: int) -> MemoryFit:
         g = self.cat.gpus[gpu_id]
-        return fit(self.spec, FitRequest(gpu_memory_gib=gpu_total_gib(g), gpu_name=g.name, tp=tp,
-                                         pp=pp, max_model_len=self.req.ctx,
-                                         kv_cache_dtype=self.req.kv_cache_dtype), self.engine)
+        return with_confidence(fit(self.spec, FitRequest(
+            gpu_memory_gib=gpu_total_gib(g), gpu_name=g.name, tp=tp, pp=pp,
+            max_model_len=self.req.ctx, kv_cache_dtype=self.req.kv_cache_dtype,
+            cpu_offload_gib=self.req.cpu_offload_gib), self.engine), g.architecture,
+            self.spec.model_type)
 
     def _perf_uncached(self, gpu_id: str, tp: int, pp: int, c: int, nodes: int = 1,
-                       fabric_gbps: float | None = None) -> PerfEstimate:
+                       fabric_gbps: float | None = None,
+                       link_bytes_s: float | None = None) -> PerfEstimate:
         return estimate(self.spec, self.cat.gpus[gpu_id], self._fit(gpu_id, tp, pp),
                         Workload(input_len=self.req.input_len, output_len=self.req.output_len,
                                  concurrency=c), across_nodes=nodes > 1,
-                        fabric_gbps=fabric_gbps)
+                        fabric_gbps=fabric_gbps, host_link_bytes_s=link_bytes_s)
 
     # -- filters ------------------------------------------------------------------------
     def price(self, inst: InstanceType) -> tuple[float | None, str, str | None]:
@@ -170,19 +215,33 @@ class _Ranker:
         if c.max_usd_per_hour is not None and usd > c.max_usd_per_hour:
             return "--max-usd-per-hour", (f"${usd:.2f}/h is above --max-usd-per-hour "
                                           f"{c.max_usd_per_hour}")
+        short = hostmod.floor_shortfall(inst)
+        if short and not c.allow_small_host:
+            return "host floor", short + " (--allow-small-host keeps it)"
         return None
 
     # -- choosing concurrency -----------------------------------------------------------
-    def concurrency_options(self, f: MemoryFit, replicas: int) -> list[int]:
+    def concurrency_options(self, f: MemoryFit) -> list[int]:
+        """Sequences per replica to try: powers of two up to what the KV cache holds (and
+        vLLM's max_num_seqs), and that limit itself; the targets then cut from the top."""
         per_seq = self.req.input_len + self.req.output_len
         cap = max(1, min(f.max_num_seqs, f.kv_cache_tokens // max(1, per_seq)))
-        if self.req.concurrency is not None:
-            return [max(1, min(cap, math.ceil(self.req.concurrency / replicas)))]
         opts, c = [], 1
         while c < cap:
             opts.append(c)
             c *= 2
         return [*opts, cap]
+
+    def link_bytes_s(self, inst: InstanceType, plan: Plan) -> float | None:
+        """Host-to-GPU rate for weights streamed from host memory: the GPU's PCIe generation,
+        or the replica's host memory bandwidth per GPU where that is lower."""
+        if not self.req.cpu_offload_gib:
+            return None
+        g = self.cat.gpus[inst.gpu.model]
+        pcie = H2D_BYTES_S.get(g.pcie_gen or inst.pcie_gen or 4, H2D_BYTES_S[4])
+        bw = plan.replica_layout[0].host_memory_bandwidth_gb_s
+        per_gpu = bw * 1e9 / (plan.tp * plan.pp) if bw else None
+        return min(pcie, per_gpu) if per_gpu else pcie
 
     def best_for(self, inst: InstanceType, usd: float) -> tuple[Recommendation | None, Rejection]:
         plans = layouts(self.spec, inst, self.cat)
@@ -209,27 +268,42 @@ class _Ranker:
                                    f"of {inst.gpu.count} x {inst.gpu.model}: {note}"
                                    + (f"; {no_fabric}" if no_fabric else ""),
                                    shortfall=round(short(best), 2) if best else None)
-        candidates: list[tuple[float, Plan, MemoryFit, PerfEstimate]] = []
+        candidates: list[tuple[tuple[float, float, float], Plan, MemoryFit, PerfEstimate]] = []
         limit_miss = ""
         gbps = inst.fabric.gbps if inst.fabric else None
         for plan, f in fitting_ok:
-            for c in self.concurrency_options(f, plan.replicas):
+            link = self.link_bytes_s(inst, plan)
+            for c in self.concurrency_options(f):
                 perf = self._perf(inst.gpu.model, plan.tp, plan.pp, c, plan.nodes,
-                                  gbps if plan.nodes > 1 else None)
+                                  gbps if plan.nodes > 1 else None, link)
                 if self.cons.max_tpot_ms and perf.tpot_ms > self.cons.max_tpot_ms:
-                    limit_miss = f"TPOT {perf.tpot_ms:.1f} ms > --max-tpot-ms at concurrency {c}"
+                    if not limit_miss or c == 1:
+                        limit_miss = (f"TPOT {perf.tpot_ms:.1f} ms > {self.cons.max_tpot_ms:g} "
+                                      f"ms ({self.target_source}) at {c} sequence(s)")
                     continue
                 if self.cons.max_ttft_ms and perf.ttft_ms > self.cons.max_ttft_ms:
-                    limit_miss = f"TTFT {perf.ttft_ms:.0f} ms > --max-ttft-ms at concurrency {c}"
+                    if not limit_miss or c == 1:
+                        limit_miss = (f"TTFT {perf.ttft_ms:.0f} ms > {self.cons.max_ttft_ms:g} "
+                                      f"ms ({self.target_source}) at {c} sequence(s)")
                     continue
-                candidates.append((self.score(inst, usd, plan, perf)[0], plan, f, perf))
+                fig, usd_m, _ = self.figure(inst, usd, plan, perf)
+                weight = hostmod.view(inst, plan.nodes, self.req.cpu_offload_gib,
+                                      plan.alignment, None).numa_weight
+                tps = perf.output_tokens_per_s * plan.replicas
+                candidates.append(((fig * (1 + weight), usd_m, -tps), plan, f, perf))
         if not candidates:
             return None, Rejection(provider=inst.provider, instance=inst.name,
                                    by="--max-tpot-ms" if "TPOT" in limit_miss else "--max-ttft-ms",
-                                   reason=limit_miss or "no layout meets the latency limits")
+                                   reason=(limit_miss or "no layout meets the latency targets")
+                                   + "; --batch drops the targets")
         _, plan, f, perf = min(candidates, key=lambda x: x[0])
         return self.recommendation(inst, usd, plan, f, perf), Rejection(
             provider=inst.provider, instance=inst.name, reason="")
+
+    @property
+    def target_source(self) -> str:
+        t = self.req.targets
+        return t.source if t else "--max-tpot-ms / --max-ttft-ms"
 
     def multi_node(self, inst: InstanceType) -> tuple[tuple[Plan, MemoryFit] | None, str]:
         """The fewest identical instances (TP = the GPUs of one, PP = instances) that hold the
@@ -254,31 +328,55 @@ class _Ranker:
             return (place_multi(inst, self.cat, tp, nodes), f), ""
         return None, ""
 
-    def score(self, inst: InstanceType, usd: float, plan: Plan,
-              perf: PerfEstimate) -> tuple[float, float, list[str], list[str]]:
-        """(score, $ per million output tokens, reasons, risks) from the stated weights."""
-        tps = perf.output_tokens_per_s * plan.replicas
-        usd_m = usd * plan.nodes / (tps * 3600) * 1e6 if tps > 0 else math.inf
-        penalty = NUMA_PENALTY[plan.alignment]
-        reasons: list[str] = []
-        risks: list[str] = []
-        bw = plan.replica_layout[0].host_memory_bandwidth_gb_s
-        per_gpu = bw / (plan.tp * plan.pp) if bw else None
-        if per_gpu is None:
-            penalty += 0.02
-            risks.append("host memory bandwidth per GPU not known for this instance")
-        elif per_gpu < 25:
-            penalty += 0.03
-            risks.append(f"only {per_gpu:.0f} GB/s of host memory bandwidth per GPU")
-        codename = self._codename(inst)
-        if codename is None:
-            penalty += 0.01
-        elif codename.lower() in OLD_CPU_CODENAMES:
-            penalty += 0.02
-            # a cost on the score, so it is a risk, never a reason to pick it (issue 15)
-            risks.append(f"host CPU is an older generation ({codename})")
-        base = {"cost": usd_m, "latency": perf.tpot_ms, "throughput": 1e6 / max(tps, 1e-9)}
-        return base[self.req.objective] * (1 + penalty), usd_m, reasons, risks
+    def figure(self, inst: InstanceType, usd: float, plan: Plan, perf: PerfEstimate
+               ) -> tuple[float, float, FleetSize | None]:
+        """(the question's figure, $ per million output tokens, the fleet for the load)."""
+        req = self.req
+        tps = perf.output_tokens_per_s * plan.replicas  # one instance, or one multi-node replica
+        usd_replica = usd * plan.nodes
+        fleet = None
+        if req.rps is not None or req.concurrency is not None:
+            fleet = size_fleet(rps=req.rps, users=req.concurrency,
+                               rps_per_replica=perf.requests_per_s,
+                               users_per_replica=perf.concurrency,
+                               replicas_per_instance=plan.replicas, nodes=plan.nodes,
+                               usd_per_hour=usd)
+            # the tokens the load asks for, not the fleet's capacity
+            asked = (req.rps * req.output_len if req.rps is not None else
+                     perf.output_tokens_per_s * (req.concurrency or 0) / perf.concurrency)
+            usd_m = fleet.usd_per_hour_total / (asked * 3600) * 1e6 if asked > 0 else math.inf
+        else:
+            used = tps * req.utilisation
+            usd_m = usd_replica / (used * 3600) * 1e6 if used > 0 else math.inf
+        if req.objective == "latency":
+            return perf.tpot_ms, usd_m, fleet
+        if req.objective == "throughput":
+            return 1e6 / max(tps, 1e-9), usd_m, fleet
+        if fleet is not None:
+            return fleet.usd_per_month, usd_m, fleet
+        return (usd_m if req.batch else usd_replica), usd_m, fleet
+
+    def basis(self) -> Basis:
+        req = self.req
+        q = req.question
+        t = req.targets or Targets(tpot_ms=self.cons.max_tpot_ms, ttft_ms=self.cons.max_ttft_ms,
+                                   source="--max-tpot-ms / --max-ttft-ms")
+        within = "within the targets" if (t.tpot_ms or t.ttft_ms) else "with no latency target"
+        rule = (f"the most sequences per replica {within} (powers of two up to what the KV "
+                "cache holds)")
+        if q == "fleet-for-rps":
+            at = f"the stated load, {req.rps:g} req/s x {req.output_len} output tokens"
+        elif q == "fleet-for-users":
+            at = (f"the stated load, {req.concurrency} users in flight, each at the replica's "
+                  "per-sequence rate")
+        else:
+            at = (f"{req.utilisation:.0%} of the throughput at the most sequences per replica "
+                  f"{within}")
+        figure = {"latency": "TPOT", "throughput": "1 / output tokens per second"}.get(
+            req.objective, {"fleet-for-rps": "monthly bill", "fleet-for-users": "monthly bill",
+                            "batch": "$ per million output tokens"}.get(q, "$/h of one replica"))
+        return Basis(question=q, targets=t, concurrency_rule=rule, utilisation=req.utilisation,
+                     usd_per_million_at=at, score=f"{figure} x (1 + host NUMA weight)")
 
     def _codename(self, inst: InstanceType) -> str | None:
         cpu = self.cat.cpus.get(inst.cpu.model) if inst.cpu.model else None
@@ -287,11 +385,27 @@ class _Ranker:
     def recommendation(self, inst: InstanceType, usd: float, plan: Plan, f: MemoryFit,
                        perf: PerfEstimate) -> Recommendation:
         tps = perf.output_tokens_per_s * plan.replicas
-        score, usd_m, reasons, risks = self.score(inst, usd, plan, perf)
+        fig, usd_m, fleet = self.figure(inst, usd, plan, perf)
+        bw = plan.replica_layout[0].host_memory_bandwidth_gb_s
+        per_gpu = bw / (plan.tp * plan.pp) if bw else None
+        hv = hostmod.view(inst, plan.nodes, self.req.cpu_offload_gib, plan.alignment, per_gpu)
+        score = fig * (1 + hv.numa_weight)
+        reasons: list[str] = []
+        risks: list[str] = []
         cpu = self.cat.cpus.get(inst.cpu.model) if inst.cpu.model else None
         family = cpu.family if cpu else self.cat.family_of_codename(inst.cpu.codename)
+        t = self.req.targets
+        q = self.req.question
+        if q == "cheapest-within-targets" and self.req.objective == "cost":
+            reasons.append(f"${usd * plan.nodes:.2f}/h serves it within the targets: "
+                           f"{t.source if t else 'the given limits'}")
+        if fleet is not None:
+            unit = "req/s" if fleet.load == "rps" else "users"
+            reasons.append(f"{fleet.instances} instance(s), {fleet.replicas} replica(s) at "
+                           f"{fleet.per_replica:g} {unit} each carry {fleet.demand:g} {unit}: "
+                           f"${fleet.usd_per_month:,.0f}/month, {fleet.headroom:+.0%} spare")
         per_replica_seqs = f.kv_cache_tokens // (self.req.ctx)
-        reasons.insert(0, f"fits {f.max_concurrency:.1f} concurrent {self.req.ctx}-token "
+        reasons.append(f"fits {f.max_concurrency:.1f} concurrent {self.req.ctx}-token "
                        f"sequences per replica ({per_replica_seqs} full-length at once)")
         if plan.nodes > 1:
             fab = inst.fabric
@@ -309,14 +423,31 @@ class _Ranker:
                            + (f" x PP {plan.pp}" if plan.pp > 1 else "")
                            + f": {tps:,.0f} output tok/s at {perf.concurrency} sequences each "
                            f"(TPOT {perf.tpot_ms:.1f} ms, TTFT {perf.ttft_ms:.0f} ms)")
+        reasons.append(f"{hv.physical_cores} physical cores for {inst.gpu.count} GPU(s) "
+                       f"(vLLM's floor: {hv.cpu_floor_cores})" if hv.meets_cpu_floor else "")
+        if not hv.meets_cpu_floor:
+            risks.append(hostmod.floor_shortfall(inst) or "below vLLM's CPU floor")
         r0 = plan.replica_layout[0]
+        regime = f"{hv.regime} regime: {hv.regime_why}"
         if plan.alignment == "aligned":
             reasons.append(f"GPUs {_gpu_list(r0.gpus)} and the replica's cores share NUMA node "
-                           f"{r0.numa_nodes[0] if r0.numa_nodes else '?'}")
+                           f"{r0.numa_nodes[0] if r0.numa_nodes else '?'} ({hv.regime})")
         elif plan.alignment == "spans-nodes":
-            risks.append(f"replica GPUs {_gpu_list(r0.gpus)} span NUMA nodes {r0.numa_nodes}")
+            risks.append(f"replica GPUs {_gpu_list(r0.gpus)} span NUMA nodes {r0.numa_nodes}: "
+                         f"+{hv.numa_weight:.0%} weight, {regime}")
         else:
-            risks.append("GPU-to-NUMA placement not published for this VM")
+            risks.append("GPU-to-NUMA placement not published for this VM: "
+                         + (f"+{hv.numa_weight:.0%} weight, {regime}" if hv.numa_weight else
+                            f"no weight in the {hv.regime} regime (measured 0-2%)"))
+        if per_gpu is not None:
+            line = f"{per_gpu:.0f} GB/s of host memory bandwidth per GPU"
+            (risks if per_gpu < 25 and hv.regime == "host-heavy" else reasons).append(line)
+        elif hv.regime == "host-heavy":
+            risks.append("host memory bandwidth per GPU not known, and this plan leans on it")
+        codename = self._codename(inst)
+        if codename is not None and codename.lower() in OLD_CPU_CODENAMES:
+            # shown, never weighted: no public measurement ties it to vLLM's speed (issue 15)
+            risks.append(f"host CPU is an older generation ({codename})")
         price_kind = "spot" if self.cons.spot else "on-demand"
         reasons.append(f"{price_kind} price from {inst.price.as_of}, {inst.price.region}")
         if self.cons.spot:
@@ -331,7 +462,10 @@ class _Ranker:
             numa=NumaView(alignment=plan.alignment, gpu_nodes=inst.numa.gpu_nodes,
                           nodes=inst.numa.nodes),
             cpu_family=family,
-            score=round(score, 6), reasons=reasons, risks=risks)
+            score=round(score, 6), reasons=[r for r in reasons if r], risks=risks, host=hv,
+            basis=self.basis(), fleet=fleet,
+            confidence=combine(*(c for c in (f.confidence, perf.confidence) if c is not None))
+            if f.confidence or perf.confidence else None)
 
 
 def rank(catalog: Catalog, spec: ModelSpec, req: Request, cons: Constraints,
@@ -358,8 +492,17 @@ def rank(catalog: Catalog, spec: ModelSpec, req: Request, cons: Constraints,
             rejected.append(rej)
         else:
             recs.append(rec)
-    recs.sort(key=lambda r: (r.score, r.usd_per_hour, r.provider, r.instance))
+    recs.sort(key=lambda r: (r.score, r.usd_per_million_output_tokens, r.usd_per_hour,
+                             r.provider, r.instance))
     return recs, rejected
+
+
+def hint_for(by: str) -> str:
+    """What to do about an instance the ranking excluded, by what excluded it."""
+    return {"host floor": "pass --allow-small-host to use it anyway, or pick a larger size",
+            "--max-tpot-ms": "relax --max-tpot-ms, or --batch for offline work without targets",
+            "--max-ttft-ms": "relax --max-ttft-ms, or --batch for offline work without targets",
+            }.get(by, "'advisor recommend --show-rejected' says why")
 
 
 def explain_empty(rejected: list[Rejection]) -> UserInputError:

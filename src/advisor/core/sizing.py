@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.core.confidence import Confidence
 from advisor.core.engine import GIB, EngineProfile
 from advisor.core.model import DTYPE_BYTES, ModelSpec
 from advisor.errors import UserInputError
@@ -35,6 +36,9 @@ class FitRequest(BaseModel):
     max_num_seqs: int | None = Field(default=None, gt=0)
     entrypoint: Literal["server", "llm"] = "server"
     enforce_eager: bool = False
+    #: vLLM's --cpu-offload-gb: GiB of each GPU's weights kept in host memory and streamed to
+    #: the GPU over PCIe in every forward pass (vLLM's engine-args docs)
+    cpu_offload_gib: float = Field(default=0.0, ge=0, le=4096)
 
 
 class MemoryFit(BaseModel):
@@ -65,6 +69,11 @@ class MemoryFit(BaseModel):
     vllm_version: str
     params_total: int
     params_active: int
+    #: weights per GPU held in host memory (--cpu-offload-gb); ``weights_gib`` is the rest
+    cpu_offload_gib: float = 0.0
+    #: how far to trust these figures: the accuracy benchmarks' error on this GPU family, model
+    #: family and vLLM release, or "extrapolated" (set by callers that know the GPU)
+    confidence: Confidence | None = None
 
 
 # -- the pieces ---------------------------------------------------------------------------
@@ -255,6 +264,9 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     worst = max(range(req.pp), key=lambda s: (weights[s], len(stages[s])))
     layers = list(stages[worst])
     w_gib = weights[worst] / GIB
+    # --cpu-offload-gb moves up to that much of each GPU's weights to host memory
+    offload = min(req.cpu_offload_gib, w_gib)
+    w_gib -= offload
     act = activation_gib(spec, engine, tokens, req.tp, act_b)
     non_torch = engine.non_torch_gib + (engine.nccl_gib if req.tp * req.pp > 1 else 0.0)
     graphs = cuda_graph_gib(len(layers), req.enforce_eager)
@@ -295,7 +307,8 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
         max_concurrency=round(concurrency, 2), max_model_len=max_len, fits=fits, notes=notes,
         tp=req.tp, pp=req.pp, dtype=dtype, kv_cache_dtype="fp8" if kv_b == 1.0 else dtype,
         max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=engine.version,
-        params_total=params["total"], params_active=params["active"])
+        params_total=params["total"], params_active=params["active"],
+        cpu_offload_gib=round(offload, 4))
 
 
 def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, concurrency: float,
@@ -319,3 +332,12 @@ def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, concurrency: float
         notes.append("--kv-cache-dtype fp8 halves the KV cache per token")
     notes.append("or a GPU with more memory")
     return notes
+
+
+def with_confidence(result: MemoryFit, gpu_architecture: str | None, model_type: str
+                    ) -> MemoryFit:
+    """``result`` with its confidence from the memory accuracy benchmark."""
+    from advisor.core.confidence import memory_confidence
+
+    return result.model_copy(update={"confidence": memory_confidence(
+        gpu_architecture, model_type, result.vllm_version)})
