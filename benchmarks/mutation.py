@@ -78,8 +78,16 @@ TARGETS: dict[str, Target] = {
         ("tests/test_sizing_decisions.py", "tests/test_sizing.py")),
     "ranking": Target(
         "core/ranking.py",
-        ("NUMA_PENALTY", "OLD_CPU_CODENAMES", "_Ranker.score", "_Ranker._codename"),
-        ("tests/test_ranking_decisions.py",), sets=("OLD_CPU_CODENAMES",)),
+        ("OLD_CPU_CODENAMES", "_Ranker.figure", "_Ranker.concurrency_options",
+         "_Ranker._codename"),
+        ("tests/test_ranking_decisions.py", "tests/test_question.py"),
+        sets=("OLD_CPU_CODENAMES",)),
+    "host": Target("core/host.py", ("NUMA_WEIGHT", "physical_cores", "cpu_floor",
+                                    "floor_shortfall", "regime", "view"),
+                   ("tests/test_ranking_decisions.py",)),
+    "load": Target("core/load.py", ("DEFAULT_TPOT_MS", "DEFAULT_TTFT_MS", "HOURS_PER_MONTH",
+                                    "targets", "question", "size_fleet"),
+                   ("tests/test_question.py",)),
     "layouts": Target("core/layouts.py", None, ("tests/test_ranking_decisions.py",)),
     "classify-aws": Target(
         "clouds/aws/compute.py", ("CAPACITY", "QUOTA", "AUTH", "AwsProvider.classify"),
@@ -143,6 +151,13 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "tp * p <= n and n % (tp * p) == 0 and (p <= spec.num_layers) -> "
      "tp / p <= n and n % (tp * p) == 0 and (p <= spec.num_layers)"):
         "n % (tp * p) == 0 (the next test) already implies tp * p <= n",
+    ("core/load.py", "size_fleet", "demand / per - 1e-09 -> demand / per - 1.1e-09"):
+        "both tolerances absorb the float error of a load that is a whole number of replicas; "
+        "no load the CLI accepts falls between them",
+    ("core/ranking.py", "_Ranker.concurrency_options", "max(1, per_seq) -> max(2, per_seq)"):
+        "input_len and output_len are at least 1 each (Request), so per_seq >= 2",
+    ("core/ranking.py", "_Ranker.concurrency_options", "max(1, per_seq) -> max(0, per_seq)"):
+        "input_len and output_len are at least 1 each (Request), so per_seq >= 2",
 }
 
 

@@ -238,3 +238,30 @@ def test_bad_question_input_is_one_line_and_exit_2(args, says):
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in r.output
+
+
+def test_fleet_edges_and_the_precision_of_its_figures():
+    with pytest.raises(ValueError):
+        size_fleet(rps=1, users=None, rps_per_replica=0, users_per_replica=1,
+                   replicas_per_instance=1, nodes=1, usd_per_hour=1)
+    with pytest.raises(ValueError):
+        size_fleet(rps=None, users=None, rps_per_replica=1, users_per_replica=1,
+                   replicas_per_instance=1, nodes=1, usd_per_hour=1)
+    # a load far below one replica still needs one
+    tiny = size_fleet(rps=1e-12, users=None, rps_per_replica=1, users_per_replica=1,
+                      replicas_per_instance=1, nodes=1, usd_per_hour=1)
+    assert (tiny.replicas, tiny.instances) == (1, 1)
+    small = size_fleet(rps=0.5, users=None, rps_per_replica=1, users_per_replica=1,
+                       replicas_per_instance=1, nodes=1, usd_per_hour=1)
+    assert small.replicas == 1
+    # figures keep 4 decimals ($/month 2): per replica 1/3 req/s, $0.123456/h
+    f = size_fleet(rps=1, users=None, rps_per_replica=1 / 3, users_per_replica=1,
+                   replicas_per_instance=1, nodes=1, usd_per_hour=0.123456)
+    assert (f.per_replica, f.capacity, f.usd_per_hour_total, f.usd_per_month) == (
+        0.3333, 1.0, round(3 * 0.123456, 4), round(3 * 0.123456 * 730, 2))
+    g = size_fleet(rps=7, users=None, rps_per_replica=1 / 3, users_per_replica=1,
+                   replicas_per_instance=1, nodes=1, usd_per_hour=0.123456)
+    assert g.replicas == 21 and g.capacity == 7.0 and g.headroom == 0.0
+    h = size_fleet(rps=6.5, users=None, rps_per_replica=1 / 3, users_per_replica=1,
+                   replicas_per_instance=1, nodes=1, usd_per_hour=0.123456)
+    assert h.headroom == round(20 / 3 / 6.5 - 1, 4) and h.capacity == round(20 / 3, 4)

@@ -344,3 +344,62 @@ def test_a_throughput_of_zero_ranks_last_without_dividing_by_zero(lab, objective
     assert usd_m == float("inf")
     assert fig == {"cost": float("inf"), "latency": rec.perf.tpot_ms,
                    "throughput": 1e15}[objective]
+
+
+# -- pinned pieces the mutation tester found unguarded ----------------------------------------
+def _ranker(**req: Any) -> Any:
+    from advisor.core.ranking import _Ranker
+
+    return _Ranker(CAT, QWEN, Request(ctx=8192, input_len=1024, output_len=256, **req),
+                   Constraints(), profile())
+
+
+@pytest.mark.parametrize("kv_tokens,max_seqs,expect", [
+    (1280 * 5, 256, [1, 2, 4, 5]),      # 1024 + 256 tokens a sequence: 5 fit
+    (1280 * 4, 256, [1, 2, 4]),         # a power of two is listed once
+    (1280 * 40, 3, [1, 2, 3]),          # vLLM's max_num_seqs caps it
+    (100, 256, [1]),                    # not even one: one is still tried (it will queue)
+    (1279, 256, [1]),
+])
+def test_concurrency_options_are_powers_of_two_up_to_what_fits(lab, kv_tokens, max_seqs,
+                                                                expect):
+    f = lab["aligned"].fit.model_copy(update={"kv_cache_tokens": kv_tokens,
+                                             "max_num_seqs": max_seqs})
+    assert _ranker(batch=True).concurrency_options(f) == expect
+
+
+def test_price_per_token_for_users_in_flight_and_at_a_trickle(lab):
+    rec, inst = lab["aligned"], CAT.instances["lab:aligned"]
+    c = rec.perf.concurrency
+    fig, usd_m, fleet = _ranker(concurrency=3 * c).figure(inst, 2.0, rec.plan, rec.perf)
+    assert (fleet.replicas, fleet.instances) == (3, 3) and fig == fleet.usd_per_month
+    # three replicas' bill over the tokens 3c users ask for: each at the replica's rate per user
+    asked = rec.perf.output_tokens_per_s * 3 * c / c
+    assert usd_m == pytest.approx(3 * 2.0 / (asked * 3600) * 1e6, rel=1e-12)
+    # a trickle of requests (0.001 req/s x 256 tokens < 1 token/s) is still priced, not inf
+    _, usd_m, fleet = _ranker(rps=0.001).figure(inst, 2.0, rec.plan, rec.perf)
+    assert usd_m == pytest.approx(2.0 / (0.001 * 256 * 3600) * 1e6, rel=1e-12)
+    stopped = rec.perf.model_copy(update={"output_tokens_per_s": 0.0})
+    _, usd_m, _ = _ranker(concurrency=4).figure(inst, 2.0, rec.plan, stopped)
+    assert usd_m == float("inf")
+
+
+@pytest.mark.parametrize("codename", ["Cascade Lake", "Rome", "Skylake", "SKYLAKE"])
+def test_every_older_generation_is_a_risk(codename):
+    box = CAT.instances["lab:bw-unknown"].model_copy(
+        update={"cpu": InstanceCpu(codename=codename, sockets=1)})
+    req = Request(ctx=8192, input_len=1024, output_len=256, batch=True)
+    (rec,), _ = rank(CAT, QWEN, req, Constraints(), profile(), instances=[box])
+    assert f"host CPU is an older generation ({codename})" in rec.risks
+
+
+def test_physical_cores_numa_domains_and_bandwidth_rounding():
+    from advisor.core.host import physical_cores, regime, view
+
+    box = CAT.instances["lab:aligned"]
+    assert [physical_cores(box.model_copy(update={"vcpus": v})) for v in (1, 2, 3, 8)] == [
+        1, 1, 1, 4]
+    assert regime(box.model_copy(update={"host": Host(numa_domains_per_socket=2)}), 1,
+                  0)[0] == "host-heavy"
+    assert view(box, 1, 0, "aligned", 140.8 / 6).memory_bandwidth_gb_s_per_gpu == 23.5
+    assert view(box, 1, 0, "aligned", None).memory_bandwidth_gb_s_per_gpu is None

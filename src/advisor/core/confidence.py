@@ -33,6 +33,7 @@ more than the data holds. The median is given beside it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -239,6 +240,8 @@ def memory_confidence(gpu_architecture: str | None, model_type: str, vllm_versio
     catalog), a model of ``model_type`` (``ModelSpec.model_type``) and ``vllm_version``.
     The quoted error is the KV-token / concurrency checks' (see the module's docstring for the
     rule); ``data`` replaces the shipped summary (tests)."""
+    if data is None:
+        return _shipped("memory", "memory", gpu_architecture, model_type, vllm_version)
     return _decide("memory", "memory", gpu_architecture, model_type, vllm_version, data)
 
 
@@ -248,7 +251,17 @@ def perf_confidence(gpu_architecture: str | None, model_type: str, vllm_version:
     advisor derives from TPOT), by the same rule as :func:`memory_confidence`."""
     if metric not in ("ttft", "tpot"):
         raise ValueError(f"metric must be 'ttft' or 'tpot', not {metric!r}")
+    if data is None:
+        return _shipped(metric, metric, gpu_architecture, model_type, vllm_version)
     return _decide(metric, metric, gpu_architecture, model_type, vllm_version, data)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shipped(section: str, metric: str, gpu_architecture: str | None, model_type: str,
+             vllm_version: str) -> Confidence:
+    """:func:`_decide` on the shipped summary, once per question (a ranking asks thousands of
+    times for the same few GPU families; a Confidence is frozen, so sharing it is safe)."""
+    return _decide(section, metric, gpu_architecture, model_type, vllm_version, None)
 
 
 def combine(*parts: Confidence) -> Confidence:

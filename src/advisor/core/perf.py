@@ -9,6 +9,7 @@ measurements in ``benchmarks/perf/measurements.yaml`` (see their sources there).
 
 from __future__ import annotations
 
+import functools
 import math
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -218,6 +219,12 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
                         output_tokens_per_s=round(out_tps, 2),
                         requests_per_s=round(out_tps / workload.output_len, 4),
                         concurrency=c, decode_bound=bound, e2e_latency_ms=round(e2e * 1000, 1),
-                        notes=notes, confidence=combine(*(
-                            perf_confidence(gpu.architecture, spec.model_type, fit.vllm_version,
-                                            m) for m in ("tpot", "ttft"))))
+                        notes=notes, confidence=_confidence(gpu.architecture, spec.model_type,
+                                                            fit.vllm_version))
+
+
+@functools.lru_cache(maxsize=256)
+def _confidence(architecture: str | None, model_type: str, vllm_version: str) -> Confidence:
+    """TPOT's and TTFT's confidence together, once per GPU family, model family and release."""
+    return combine(*(perf_confidence(architecture, model_type, vllm_version, m)
+                     for m in ("tpot", "ttft")))

@@ -273,6 +273,8 @@ class _Ranker:
         gbps = inst.fabric.gbps if inst.fabric else None
         for plan, f in fitting_ok:
             link = self.link_bytes_s(inst, plan)
+            kind, _ = hostmod.regime(inst, plan.nodes, self.req.cpu_offload_gib)
+            weight = hostmod.NUMA_WEIGHT[kind][plan.alignment]
             for c in self.concurrency_options(f):
                 perf = self._perf(inst.gpu.model, plan.tp, plan.pp, c, plan.nodes,
                                   gbps if plan.nodes > 1 else None, link)
@@ -287,8 +289,6 @@ class _Ranker:
                                       f"ms ({self.target_source}) at {c} sequence(s)")
                     continue
                 fig, usd_m, _ = self.figure(inst, usd, plan, perf)
-                weight = hostmod.view(inst, plan.nodes, self.req.cpu_offload_gib,
-                                      plan.alignment, None).numa_weight
                 tps = perf.output_tokens_per_s * plan.replicas
                 candidates.append(((fig * (1 + weight), usd_m, -tps), plan, f, perf))
         if not candidates:
@@ -342,8 +342,11 @@ class _Ranker:
                                replicas_per_instance=plan.replicas, nodes=plan.nodes,
                                usd_per_hour=usd)
             # the tokens the load asks for, not the fleet's capacity
-            asked = (req.rps * req.output_len if req.rps is not None else
-                     perf.output_tokens_per_s * (req.concurrency or 0) / perf.concurrency)
+            if req.rps is not None:
+                asked = req.rps * req.output_len
+            else:
+                assert req.concurrency is not None
+                asked = perf.output_tokens_per_s * req.concurrency / perf.concurrency
             usd_m = fleet.usd_per_hour_total / (asked * 3600) * 1e6 if asked > 0 else math.inf
         else:
             used = tps * req.utilisation
