@@ -160,6 +160,10 @@ class _Ranker:
             self.gpu_ids = ids
         self._fit = lru_cache(maxsize=None)(self._fit_uncached)
         self._perf = lru_cache(maxsize=None)(self._perf_uncached)
+        self._basis: Basis | None = None
+        #: (id of the fit's, id of the perf's confidence) -> their combination, shared by every
+        #: recommendation on the same GPU family (they are frozen)
+        self._confidence: dict[tuple[int, int], Confidence] = {}
 
     def _fit_uncached(self, gpu_id: str, tp: int, pp: int) -> MemoryFit:
         g = self.cat.gpus[gpu_id]
@@ -360,6 +364,12 @@ class _Ranker:
         return (usd_m if req.batch else usd_replica), usd_m, fleet
 
     def basis(self) -> Basis:
+        """The same for every recommendation of this ranking: made once and shared."""
+        if self._basis is None:
+            self._basis = self._make_basis()
+        return self._basis
+
+    def _make_basis(self) -> Basis:
         req = self.req
         q = req.question
         t = req.targets or Targets(tpot_ms=self.cons.max_tpot_ms, ttft_ms=self.cons.max_ttft_ms,
@@ -466,9 +476,16 @@ class _Ranker:
                           nodes=inst.numa.nodes),
             cpu_family=family,
             score=round(score, 6), reasons=[r for r in reasons if r], risks=risks, host=hv,
-            basis=self.basis(), fleet=fleet,
-            confidence=combine(*(c for c in (f.confidence, perf.confidence) if c is not None))
-            if f.confidence or perf.confidence else None)
+            basis=self.basis(), fleet=fleet, confidence=self.confidence(f, perf))
+
+    def confidence(self, f: MemoryFit, perf: PerfEstimate) -> Confidence | None:
+        parts = tuple(c for c in (f.confidence, perf.confidence) if c is not None)
+        if not parts:
+            return None
+        key = (id(f.confidence), id(perf.confidence))
+        if key not in self._confidence:
+            self._confidence[key] = combine(*parts)
+        return self._confidence[key]
 
 
 def rank(catalog: Catalog, spec: ModelSpec, req: Request, cons: Constraints,
