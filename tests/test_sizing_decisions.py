@@ -277,20 +277,32 @@ def test_cuda_graph_memory():
 
 
 @pytest.mark.parametrize("cfg,limit", [
+    # vLLM's _get_and_verify_max_len: max_position_embeddings x factor, yarn from its original
     ({"max_position_embeddings": 32768}, 32768),
+    # yarn without original_max_position_embeddings: transformers takes max_position_embeddings
     ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 32.0}},
-     131072),  # 32 x 4096
-    ({"max_position_embeddings": 163840, "rope_scaling": {"type": "yarn", "factor": 40}},
-     163840),  # the config already stores the extended length (DeepSeek-V2)
+     131072),
+    # DeepSeek-V2 stores the extended length and the original: 4096 x 40
+    ({"max_position_embeddings": 163840, "rope_scaling": {
+        "type": "yarn", "factor": 40, "original_max_position_embeddings": 4096}}, 163840),
+    # Qwen2.5 / Qwen3 with YaRN switched on: 32768 x 4, not 4 x 4096 (issue 16)
+    ({"max_position_embeddings": 32768, "rope_scaling": {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+     131072),
+    ({"max_position_embeddings": 40960, "rope_scaling": {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+     131072),
     ({"max_position_embeddings": 2048, "rope_scaling": {"type": "linear", "factor": 2.0}},
-     8192),    # max(2048, 2 x 4096)
+     4096),    # 2048 x 2
     ({"max_position_embeddings": 2048, "rope_scaling": {"type": "dynamic", "factor": 0.5}},
-     2048),    # max(2048, 0.5 x 4096)
+     1024),    # 2048 x 0.5, as vLLM computes it
     ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3",
                                                           "factor": 8.0}}, 131072),
-    # llama3 scaling does not extend the limit: the config states it (8 x 4096 is not taken)
+    # llama3 scaling does not extend the limit: the config states it
     ({"max_position_embeddings": 8192, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
      8192),
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "longrope",
+                                                        "factor": 32.0}}, 4096),
     # a yarn block without a factor extends nothing
     ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn"}}, 4096),
     ({}, None),

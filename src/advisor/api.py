@@ -157,7 +157,8 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
         max_num_seqs: int | None = None, entrypoint: str = "server",
         enforce_eager: bool = False, catalog: Catalog | None = None,
         gpu_memory_gib_override: float | None = None, quantization: str | None = None,
-        vllm_version: str | None = None) -> tuple[MemoryFit, ModelSpec, str]:
+        vllm_version: str | None = None, cpu_offload_gb: float = 0.0
+        ) -> tuple[MemoryFit, ModelSpec, str]:
     """Fit ``model`` on ``gpu``: (:class:`~advisor.core.sizing.MemoryFit`, the model's spec,
     where the GPU's memory figure comes from). The keywords are vLLM's engine arguments."""
     from advisor.core.sizing import FitRequest, with_confidence
@@ -171,7 +172,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                      gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
                      kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
                      max_num_seqs=max_num_seqs, entrypoint=entrypoint,
-                     enforce_eager=enforce_eager)
+                     enforce_eager=enforce_eager, cpu_offload_gib=cpu_offload_gb)
     result = with_confidence(_fit(spec, req, profile(vllm_version)), cat.gpus[gid].architecture,
                              spec.model_type)
     return result, spec, mem_source
@@ -182,7 +183,8 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
              tp: int = 1, pp: int = 1, max_model_len: int | None = None,
              catalog: Catalog | None = None, gpu_memory_gib_override: float | None = None,
              vllm_version: str | None = None, kv_cache_dtype: str = "auto",
-             quantization: str | None = None) -> tuple[PerfEstimate, MemoryFit]:
+             quantization: str | None = None, cpu_offload_gb: float = 0.0
+             ) -> tuple[PerfEstimate, MemoryFit]:
     """TTFT, TPOT and throughput of ``model`` on ``gpu`` (one replica of TP x PP GPUs)."""
     from advisor.core.perf import Workload
     from advisor.core.perf import estimate as _estimate
@@ -192,24 +194,15 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
     result, spec, _ = fit(model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib_override,
                           quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
                           max_model_len=max_model_len or input_len + output_len,
-                          kv_cache_dtype=kv_cache_dtype)
+                          kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb)
     if not result.fits:
         raise UserInputError(f"{spec.name} does not fit on {tp * pp} x {gpu}: "
                              f"{result.notes[0] if result.notes else ''}",
                              hint="try more --tp, a shorter context or a bigger GPU "
                              "('advisor fit' shows the numbers)")
     g = cat.gpus[cat.gpu(gpu).id]
-    # a replica runs at most as many sequences as its KV cache holds; the rest wait in vLLM's
-    # queue, so throughput is that of the sequences that fit (issue 15: perf reported it at a
-    # concurrency the cache cannot hold)
-    held = result.kv_cache_tokens // (input_len + output_len)
-    if 1 <= held < concurrency:
-        est = _estimate(spec, g, result, work.model_copy(update={"concurrency": held}))
-        note = (f"{concurrency} sequences asked, the KV cache holds {held} of "
-                f"{input_len + output_len} tokens at once: the figures are for {held} running, "
-                f"the other {concurrency - held} wait in vLLM's queue (their TTFT grows by the "
-                "time the running ones take)")
-        return est.model_copy(update={"notes": [note, *est.notes]}), result
+    # a replica runs at most as many sequences as its KV cache (and max_num_seqs) holds; the
+    # rest wait in vLLM's queue, which core.perf.estimate adds to their TTFT (issue 15, 16)
     return _estimate(spec, g, result, work), result
 
 

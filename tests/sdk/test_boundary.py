@@ -120,7 +120,8 @@ def test_perf_is_reported_at_the_concurrency_the_kv_cache_holds():
     est, _ = advisor.estimate("llama-3-8b", "L4", input_len=4096, output_len=4096,
                               concurrency=1000)
     assert est.concurrency == held
-    assert f"the KV cache holds {held}" in est.notes[0]
+    assert f"the KV cache holds {held} of 8192 tokens" in est.notes[0]
+    assert "wait in vLLM's queue" in est.notes[0]
     inside, _ = advisor.estimate("llama-3-8b", "L4", input_len=4096, output_len=4096,
                                  concurrency=held)
     assert inside.output_tokens_per_s == est.output_tokens_per_s

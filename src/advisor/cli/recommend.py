@@ -40,6 +40,10 @@ def perf_cmd(
     = None,
     gpu_memory_gib: Annotated[float | None, typer.Option(help="Total GPU memory, GiB.")] = None,
     kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
+    quantization: Annotated[str | None, typer.Option(
+        help="Override the config's quantization (fp8, awq, gptq, …).")] = None,
+    cpu_offload_gb: Annotated[float, typer.Option(
+        help="vLLM's --cpu-offload-gb: GiB of weights per GPU kept in host memory.")] = 0.0,
     vllm_version: Version = DEFAULT_VLLM_VERSION,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
@@ -52,7 +56,8 @@ def perf_cmd(
     est, fit = estimate(model, gpu, input_len=input_len, output_len=output_len,
                         concurrency=concurrency, tp=tp, max_model_len=max_model_len,
                         catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
-                        vllm_version=vllm_version, kv_cache_dtype=kv_cache_dtype)
+                        vllm_version=vllm_version, kv_cache_dtype=kv_cache_dtype,
+                        quantization=quantization, cpu_offload_gb=cpu_offload_gb)
     if json:
         out.emit_json({**est.model_dump(), "fit": fit.model_dump()})
         return

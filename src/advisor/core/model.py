@@ -77,6 +77,8 @@ class ModelSpec(BaseModel):
     #: rope scaling factor (None: no scaling): a context above max_position_embeddings needs it
     rope_scaling_factor: float | None = None
     rope_scaling_type: str | None = None
+    #: yarn's original_max_position_embeddings (the trained length the factor extends)
+    rope_original_max_position_embeddings: int | None = None
     tie_word_embeddings: bool = False
     torch_dtype: str = "bfloat16"
     attention_bias: bool = False
@@ -309,6 +311,10 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         vocab_size=vocab, max_position_embeddings=cfg.get("max_position_embeddings"),
         rope_scaling_factor=factor,
         rope_scaling_type=(rope.get("rope_type") or rope.get("type")) if rope else None,
+        rope_original_max_position_embeddings=(
+            int(rope["original_max_position_embeddings"])
+            if rope and isinstance(rope.get("original_max_position_embeddings"), int | float)
+            else None),
         tie_word_embeddings=bool(_get(cfg, "tie_word_embeddings",
                                       default=model_type.startswith("gemma"))),
         torch_dtype=dtype if dtype in DTYPE_BYTES else "bfloat16",

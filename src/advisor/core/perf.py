@@ -181,11 +181,12 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     fabric when ``across_nodes``), and one engine-step overhead.
     """
     notes: list[str] = []
-    c = workload.concurrency
-    if fit.max_concurrency and c > fit.max_concurrency * fit.max_model_len / max(
-            1, workload.input_len + workload.output_len):
-        notes.append("the KV cache cannot hold this many sequences at once: vLLM will queue")
-    c = min(c, fit.max_num_seqs)
+    asked = workload.concurrency
+    per_seq = workload.input_len + workload.output_len
+    # sequences that run at once: what the KV cache holds at full length, and max_num_seqs;
+    # the rest wait in vLLM's queue (their TTFT grows by the wait, see below)
+    held = fit.kv_cache_tokens // per_seq if fit.kv_cache_tokens else asked
+    c = max(1, min(asked, fit.max_num_seqs, held))
     ctx = workload.input_len + workload.output_len / 2
     pp = fit.pp
     if pp == 1:
@@ -211,6 +212,18 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     ttft = pre + (step if c > 1 else 0.0)
     e2e = ttft + tpot * (workload.output_len - 1)
     out_tps = c * workload.output_len / e2e
+    if asked > c:
+        # a closed loop of `asked` clients (benchmark_serving's --max-concurrency): the replica
+        # completes c / e2e requests a second, so by Little's law each request spends
+        # asked / (c / e2e) in the system; the part beyond its own e2e is the queue wait
+        wait = e2e * (asked / c - 1)
+        why = (f"max_num_seqs is {c}" if c == fit.max_num_seqs and c < held else
+               f"the KV cache holds {held} of {per_seq} tokens")
+        notes.append(f"{asked} sequences asked, {c} run at once ({why}): the other "
+                     f"{asked - c} wait in vLLM's queue, {wait * 1000:.0f} ms on average, "
+                     "added to TTFT; throughput is that of the running ones")
+        ttft += wait
+        e2e += wait
     mem_bound = (_weight_bytes_read(spec, fit, c) + c * ctx * fit.kv_bytes_per_token)
     bound = "memory" if mem_bound / ((gpu.memory_bandwidth_gb_s or 1) * 1e9) * 1.0 >= (
         2 * spec.param_counts()["active"] * c / (fit.tp * fit.pp)

@@ -78,14 +78,23 @@ class MemoryFit(BaseModel):
 
 # -- the pieces ---------------------------------------------------------------------------
 def max_len_limit(spec: ModelSpec) -> int | None:
-    """The longest max_model_len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN."""
-    if spec.max_position_embeddings is None:
+    """The longest max_model_len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN.
+
+    vLLM's ``_get_and_verify_max_len`` (vllm/config): the config's max_position_embeddings,
+    times the rope scaling factor unless the rope type is su, longrope or llama3 (their
+    configs state the extended length); for yarn the factor multiplies
+    ``original_max_position_embeddings`` instead (transformers' default for it is
+    max_position_embeddings). A rope block without a factor scales by 1.
+    """
+    mpe = spec.max_position_embeddings
+    if mpe is None:
         return None
-    if spec.rope_scaling_type in ("yarn", "dynamic", "linear") and spec.rope_scaling_factor:
-        # vllm/config: these scalings extend the trained length by their factor; the configs
-        # of DeepSeek-V2 and gpt-oss already store the extended length
-        return max(spec.max_position_embeddings, int(spec.rope_scaling_factor * 4096))
-    return spec.max_position_embeddings
+    kind = spec.rope_scaling_type
+    if kind is None or kind in ("su", "longrope", "llama3", "default"):
+        return mpe
+    factor = spec.rope_scaling_factor or 1.0
+    base = (spec.rope_original_max_position_embeddings or mpe) if kind == "yarn" else mpe
+    return int(base * factor)
 
 
 def resolve_dtype(spec: ModelSpec, dtype: str) -> str:

@@ -1,0 +1,66 @@
+"""The physics the perf model must keep whatever its calibration (issue 16): monotone in load,
+TP and PP scale the right way, and the queue starts where the KV cache is full."""
+
+from __future__ import annotations
+
+import pytest
+
+import advisor
+from advisor.core.engine import profile
+from advisor.core.perf import Workload, estimate
+from advisor.core.sizing import FitRequest, fit
+
+CAT = advisor.load_catalog()
+SPEC = advisor.model_spec("llama-3-8b", catalog=CAT)
+BIG = advisor.model_spec("llama-3.1-70b", catalog=CAT)
+
+
+def run(spec, gpu: str, c: int, tp: int = 1, pp: int = 1, i: int = 1024, o: int = 256,
+        ctx: int = 8192):
+    g = CAT.gpus[gpu]
+    f = fit(spec, FitRequest(gpu_memory_gib=g.usable_memory_mib / 1024, gpu_name=g.name, tp=tp,
+                             pp=pp, max_model_len=ctx), profile())
+    return estimate(spec, g, f, Workload(input_len=i, output_len=o, concurrency=c)), f
+
+
+def test_more_sequences_never_decode_faster_and_never_lower_throughput_until_full():
+    held = run(SPEC, "H100-SXM", 1)[1].kv_cache_tokens // 1280
+    cs = [1, 2, 4, 8, 16, 32, 64, 128, min(held, 256)]
+    ests = [run(SPEC, "H100-SXM", c)[0] for c in cs]
+    tpot = [e.tpot_ms for e in ests]
+    tps = [e.output_tokens_per_s for e in ests]
+    assert tpot == sorted(tpot) and tps == sorted(tps)
+    assert all(e.concurrency == c for e, c in zip(ests, cs, strict=True))
+
+
+def test_longer_prompts_take_longer_to_first_token():
+    ttft = [run(BIG, "H100-SXM", 1, tp=4, i=i, ctx=16384)[0].ttft_ms
+            for i in (128, 1024, 4096, 8192)]
+    assert ttft == sorted(ttft) and ttft[-1] > 8 * ttft[0]
+
+
+def test_tp_splits_the_weights_read_per_step():
+    one = run(BIG, "H100-SXM", 1, tp=4)[0].tpot_ms
+    two = run(BIG, "H100-SXM", 1, tp=8)[0].tpot_ms
+    assert two < one < 2 * two  # faster, but not twice: all-reduces and overhead stay
+
+
+def test_pipeline_stages_do_not_speed_up_one_sequence():
+    flat = run(BIG, "H100-SXM", 1, tp=4)[0].tpot_ms
+    staged = run(BIG, "H100-SXM", 1, tp=2, pp=2)[0].tpot_ms
+    assert staged >= flat * 0.95  # PP moves weights, not time: one token passes every stage
+
+
+def test_the_queue_starts_where_the_kv_cache_is_full():
+    e, f = run(SPEC, "L4", 1)
+    held = f.kv_cache_tokens // 1280
+    at, _ = run(SPEC, "L4", held)
+    over, _ = run(SPEC, "L4", 2 * held)
+    assert over.concurrency == held and at.concurrency == held
+    assert over.output_tokens_per_s == at.output_tokens_per_s  # saturated
+    assert over.tpot_ms == at.tpot_ms
+    # closed loop, Little's law: twice the clients, each waits one more e2e of the running ones
+    e2e = at.e2e_latency_ms
+    assert over.ttft_ms - at.ttft_ms == pytest.approx(e2e, rel=1e-3)
+    assert any("wait in vLLM's queue" in n for n in over.notes)
+    assert not any("queue" in n for n in at.notes)
