@@ -88,6 +88,13 @@ RULES: tuple[Rule, ...] = (
          "workers' (--numa-bind, --numa-bind-nodes, --numa-bind-cpus), merged 2026-03-31; the "
          "first release after it is inferred to be 0.19.0 (not read from a changelog)",
          numa_bind_flag=True),
+    Rule(since="0.19.0", source="vLLM 0.19.0 start-up logs on H100 (llm-d-incubation/"
+         "llm-d-planner PR #205, accuracy/results/v0.19.0/logs at d3121e05): 'non-torch forward "
+         "increase memory' 0.24-0.27 GiB at TP 1, 2.06-2.11 GiB at TP 2, 2.13-2.21 GiB at TP 4 "
+         "(0.07 GiB per PP stage); vLLM 0.11 logs of the same models show 0.54-0.55 GiB at TP "
+         "2 (llm-d/llm-d-benchmark empirical-vllm-memory-results.md): the release in between "
+         "where it grew is not known, so 0.12-0.18 keep the 0.11 figure",
+         nccl_gib=1.85),
     Rule(since="0.21.0", source="vLLM 0.21 startup log: 'CUDA graph memory profiling is "
          "enabled (default since v0.21.0)'",
          cuda_graph_charged=True),

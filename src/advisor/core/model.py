@@ -265,7 +265,10 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
             experts_per_token=int(_get(cfg, "num_experts_per_tok", "experts_per_token",
                                        default=2)),
             expert_intermediate_size=int(_get(cfg, "moe_intermediate_size", default=inter)),
-            num_shared_experts=int(_get(cfg, "n_shared_experts", default=0)),
+            # Llama 4's MoE layers always add one shared expert of intermediate_size
+            # (transformers modeling_llama4 Llama4TextMoe.shared_expert); its config has no key
+            num_shared_experts=int(_get(cfg, "n_shared_experts", default=0))
+            or (1 if model_type.startswith("llama4") else 0),
             shared_intermediate_size=int(_get(cfg, "shared_expert_intermediate_size",
                                               default=0)),
             first_dense=int(_get(cfg, "first_k_dense_replace", default=0)),
