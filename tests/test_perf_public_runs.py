@@ -1,0 +1,47 @@
+"""benchmarks/perf/public_runs.yaml: the rows are sourced and split as stated, and the published
+table (RESULTS-public.md) is what the shipped model computes on them now (issue 16)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import advisor
+
+ROOT = Path(__file__).resolve().parents[1] / "benchmarks" / "perf"
+_spec = importlib.util.spec_from_file_location("calibrate", ROOT / "calibrate.py")
+assert _spec and _spec.loader
+cal = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cal)
+
+GPU_FAMILY = {"H100-SXM": "hopper", "H100-PCIe": "hopper", "H200": "hopper",
+              "A100-80GB-SXM": "ampere", "A100-40GB-SXM": "ampere", "MI300X": "cdna3"}
+
+
+def test_every_row_is_sourced_and_in_the_catalog():
+    cat = advisor.load_catalog()
+    rows = cal.rows()
+    assert len(rows) >= 50 and len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["source"].startswith("https://"), r["id"]
+        assert r["model"] in cat.model_configs and r["gpu"] in cat.gpus, r["id"]
+        assert r["split"] in ("fit", "report") and r["vllm"], r["id"]
+
+
+def test_the_split_holds_out_model_family_by_gpu_family():
+    """No (model family, GPU family) pair of the report split appears in the fit split."""
+    cat = advisor.load_catalog()
+
+    def pair(r):
+        spec = advisor.spec_from_config(cat.model_configs[r["model"]], r["model"])
+        return spec.model_type, GPU_FAMILY[r["gpu"]]
+
+    fit = {pair(r) for r in cal.rows() if r["split"] == "fit"}
+    report = {pair(r) for r in cal.rows() if r["split"] == "report"}
+    assert report and fit and not fit & report
+
+
+def test_the_published_table_is_current(tmp_path):
+    out = tmp_path / "r.md"
+    cal.main(["--results", str(out)])
+    assert out.read_text() == (ROOT / "RESULTS-public.md").read_text()
