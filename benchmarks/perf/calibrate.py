@@ -4,16 +4,18 @@
     python benchmarks/perf/calibrate.py --results benchmarks/perf/RESULTS-public.md
     python benchmarks/perf/calibrate.py --fit           # refit on split=fit, print the result
 
-The refitted constants are printed, not adopted: on today's rows the fit is dominated by burst
-runs the model cannot describe (see RESULTS-public.md), so src/advisor/core/perf.py keeps its
-constants until the model has the terms those rows need.
+The refitted constants are printed, not written: the loss uses the fit split's fixed-concurrency
+rows only (bursts are reported, not fitted), three rows today, which move nothing; when rows are
+added, adopt a result by editing STEP_OVERHEAD_BY_RELEASE / MEMORY_EFFICIENCY_BY_FAMILY in
+src/advisor/core/perf.py with this command as the source.
 
 What is fitted (issue 16, item 2), by coordinate descent over fixed grids (deterministic, pure
 Python), minimising the median absolute log error of TPOT (or ITL) and output tokens/s over the
-``split: fit`` rows only:
+``split: fit`` rows at a fixed concurrency only:
 
-* the per-step overhead of the engine, one value per scheduler era: ``v0`` (vLLM < 0.8, the V0
-  engine) and ``v1`` (0.8 and later), and the saving of ``--async-scheduling`` where a run used it;
+* the per-step overhead of the engine from vLLM 0.11 (the earliest release with public runs
+  here; 0.7-0.10 keep the constant fitted on measurements.yaml), and the saving of
+  ``--async-scheduling`` where a run used it;
 * the achieved share of HBM bandwidth in a decode step, per GPU family with fit rows.
 
 Rows modelled: a fixed client concurrency (``concurrency``), and a burst (``request_rate: .inf``,
@@ -51,6 +53,8 @@ def rows() -> list[dict[str, Any]]:
 
 
 def skipped(r: dict[str, Any]) -> str | None:
+    if parse_version(r["vllm"]) < (0, 7, 0):
+        return "vLLM < 0.7: the V0 engine, which advisor does not model (profile() refuses it)"
     if r.get("enforce_eager"):
         return "enforce_eager: no CUDA graphs, a step cost the model does not have"
     if r.get("num_scheduler_steps"):
@@ -63,7 +67,9 @@ def skipped(r: dict[str, Any]) -> str | None:
 
 
 def _era(version: str) -> str:
-    return "v0" if parse_version(version) < (0, 8, 0) else "v1"
+    """The overhead era: "v1" (0.7-0.10, the constant fitted on measurements.yaml) and "v1.11"
+    (0.11 and later, the earliest release with public runs here)."""
+    return "v1" if parse_version(version) < (0, 11, 0) else "v1.11"
 
 
 def predict(r: dict[str, Any], cat: Any, params: dict[str, Any]) -> dict[str, float]:
@@ -85,16 +91,17 @@ def predict(r: dict[str, Any], cat: Any, params: dict[str, Any]) -> dict[str, fl
         overhead *= 1 - params["async_saving"]
     eff = params["memory_efficiency"].get((gpu.architecture or "").lower(),
                                           params["memory_efficiency"]["default"])
-    saved = (perf.STEP_OVERHEAD_S, perf.MEMORY_EFFICIENCY)
+    saved = (perf.step_overhead_s, perf.memory_efficiency)
     try:
-        perf.STEP_OVERHEAD_S, perf.MEMORY_EFFICIENCY = overhead, eff
+        perf.step_overhead_s = lambda _v: overhead  # type: ignore[assignment]
+        perf.memory_efficiency = lambda _g: eff  # type: ignore[assignment]
         held = max(1, min(f.max_num_seqs, f.kv_cache_tokens // (r["input_len"] + r["output_len"])))
         run = min(c, held)
         e = estimate(spec, gpu, f, Workload(input_len=max(1, r["input_len"]),
                                             output_len=max(1, r["output_len"]),
                                             concurrency=run))
     finally:
-        perf.STEP_OVERHEAD_S, perf.MEMORY_EFFICIENCY = saved
+        perf.step_overhead_s, perf.memory_efficiency = saved  # type: ignore[assignment]
     ttft = e.ttft_ms
     if r.get("concurrency") is None and n > run:  # a burst: waves of `run` requests
         ttft += e.e2e_latency_ms * (n / run - 1) / 2
@@ -127,27 +134,36 @@ def errors(params: dict[str, Any], split: str | None, cat: Any) -> list[dict[str
     return out
 
 
+def steady(r: dict[str, Any]) -> bool:
+    """A fixed client concurrency: what advisor's estimates are (a burst is reported, not
+    fitted — the model has no term for the admission waves of hundreds of requests at once)."""
+    return r.get("concurrency") is not None
+
+
 def loss(params: dict[str, Any], cat: Any) -> float:
+    keep = {r["id"] for r in rows() if steady(r)}
     errs = [abs(math.log(e["pred"] / e["meas"])) for e in errors(params, "fit", cat)
-            if e["metric"] in ("tpot", "output_tps")]
+            if e["metric"] in ("tpot", "output_tps") and e["id"] in keep]
     return statistics.median(errs)
 
 
 def initial() -> dict[str, Any]:
-    return {"step_overhead_s": {"v0": perf.STEP_OVERHEAD_S, "v1": perf.STEP_OVERHEAD_S},
+    """The shipped constants, in the form --fit varies them."""
+    return {"step_overhead_s": {"v1": perf.step_overhead_s("0.7.0"),
+                                "v1.11": perf.step_overhead_s("0.11.0")},
             "async_saving": 0.0,
-            "memory_efficiency": {"default": perf.MEMORY_EFFICIENCY}}
+            "memory_efficiency": {"default": perf.MEMORY_EFFICIENCY,
+                                  **perf.MEMORY_EFFICIENCY_BY_FAMILY}}
 
 
 def fit_params(cat: Any) -> dict[str, Any]:
     params = initial()
     fams = sorted({(cat.gpus[r["gpu"]].architecture or "").lower() for r in rows()
-                   if r["split"] == "fit" and not skipped(r)})
+                   if r["split"] == "fit" and not skipped(r) and steady(r)})
     for fam in fams:
         params["memory_efficiency"][fam] = perf.MEMORY_EFFICIENCY
     grids: list[tuple[tuple[str, ...], list[float]]] = [
-        (("step_overhead_s", "v0"), [x / 10000 for x in range(0, 101, 5)]),
-        (("step_overhead_s", "v1"), [x / 10000 for x in range(0, 101, 5)]),
+        (("step_overhead_s", "v1.11"), [x / 10000 for x in range(0, 41, 1)]),
         (("async_saving",), [x / 20 for x in range(0, 13)]),
         *[(("memory_efficiency", fam), [x / 100 for x in range(50, 101, 2)]) for fam in fams],
     ]

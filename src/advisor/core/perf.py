@@ -41,8 +41,33 @@ H2D_BYTES_S = {3: 12.15e9, 4: 25.13e9, 5: 35.2e9}
 #: besides the bytes over the fabric's bandwidth. ASSUMED, not calibrated: no public
 #: measurement of vLLM's PP hop latency was found; it is small next to STEP_OVERHEAD_S.
 PP_HOP_S = 50e-6
+#: the per-step overhead by vLLM release, (first release, seconds, where it comes from); the
+#: latest entry at or below a release applies
+STEP_OVERHEAD_BY_RELEASE: tuple[tuple[tuple[int, int, int], float, str], ...] = (
+    ((0, 7, 0), STEP_OVERHEAD_S, "fitted on benchmarks/perf/measurements.yaml (Qwen2.5-72B on "
+     "2 x H100, tenstorrent/tt-inference-server#143, release not recorded)"),
+)
+#: achieved share of HBM bandwidth in a decode step, by GPU family (Gpu.architecture, lower
+#: case); families not listed take MEMORY_EFFICIENCY
+MEMORY_EFFICIENCY_BY_FAMILY: dict[str, float] = {}
 CALIBRATION = {"memory_efficiency": MEMORY_EFFICIENCY, "compute_efficiency": COMPUTE_EFFICIENCY,
                "step_overhead_s": STEP_OVERHEAD_S}
+
+
+def step_overhead_s(vllm_version: str) -> float:
+    """The engine's fixed cost per step (scheduler, sampler, launches) in this release."""
+    from advisor.core.engine import parse_version
+
+    v = parse_version(vllm_version)
+    value = STEP_OVERHEAD_BY_RELEASE[0][1]
+    for since, seconds, _ in STEP_OVERHEAD_BY_RELEASE:
+        if v >= since:
+            value = seconds
+    return value
+
+
+def memory_efficiency(gpu: Gpu) -> float:
+    return MEMORY_EFFICIENCY_BY_FAMILY.get((gpu.architecture or "").lower(), MEMORY_EFFICIENCY)
 
 
 class Workload(BaseModel):
@@ -125,7 +150,7 @@ def offload_s(fit: MemoryFit, host_link_bytes_s: float | None) -> float:
 def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context: float,
                   host_link_bytes_s: float | None = None) -> float:
     act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
-    bw = (gpu.memory_bandwidth_gb_s or 0) * 1e9 * MEMORY_EFFICIENCY
+    bw = (gpu.memory_bandwidth_gb_s or 0) * 1e9 * memory_efficiency(gpu)
     if bw <= 0:
         raise UserInputError(f"the catalog has no memory bandwidth for {gpu.id}",
                              hint="add memory_bandwidth_gb_s to its gpus.yaml entry")
@@ -136,7 +161,8 @@ def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context
                         spec.quantization.method.startswith("fp8")) * 1e12
     comp = flops / (peak * COMPUTE_EFFICIENCY)
     return max(mem, comp) + _allreduce_s(spec, gpu, fit.tp, batch, act_b,
-                                         spec.num_layers / fit.pp) + STEP_OVERHEAD_S + offload_s(
+                                         spec.num_layers / fit.pp) + step_overhead_s(
+        fit.vllm_version) + offload_s(
         fit, host_link_bytes_s)
 
 
@@ -149,11 +175,12 @@ def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
     attn = 2 * spec.num_layers * tokens * tokens * spec.num_heads * spec.head_dim / fit.tp
     chunk = max(1, fit.max_num_batched_tokens)
     steps = math.ceil(tokens / chunk)
-    bw = (gpu.memory_bandwidth_gb_s or 1) * 1e9 * MEMORY_EFFICIENCY
+    bw = (gpu.memory_bandwidth_gb_s or 1) * 1e9 * memory_efficiency(gpu)
     # each chunk reads every stage's weights once; under PP the stages run one after another
     weights = fit.weights_gib * fit.pp * 2**30 / bw * steps
     return max((linear + attn) / peak, weights) + steps * (
-        _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b) + STEP_OVERHEAD_S
+        _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b)
+        + step_overhead_s(fit.vllm_version)
         + (fit.pp - 1) * hop_s + offload_s(fit, host_link_bytes_s))
 
 
@@ -195,8 +222,9 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     else:
         mb = max(1, math.ceil(c / pp))
         hop = pp_hop_s(spec, fit, mb, fabric_gbps, across_nodes, gpu)
-        stage = decode_step_s(spec, gpu, fit, mb, ctx, host_link_bytes_s) - STEP_OVERHEAD_S
-        step = pp * (stage + hop) + STEP_OVERHEAD_S
+        over = step_overhead_s(fit.vllm_version)
+        stage = decode_step_s(spec, gpu, fit, mb, ctx, host_link_bytes_s) - over
+        step = pp * (stage + hop) + over
         chunk = min(workload.input_len, max(1, fit.max_num_batched_tokens))
         pre = prefill_s(spec, gpu, fit, workload.input_len,
                         pp_hop_s(spec, fit, chunk, fabric_gbps, across_nodes, gpu),
