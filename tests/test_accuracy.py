@@ -40,16 +40,13 @@ KNOWN_MISSES = {
         "text part)",
     ("llama4-scout-h100-tp4-v019", "kv_tokens_full_fit"):
         "follows from the missing vision-tower weights (the KV from the logged memory is exact)",
-    ("qwen25-72b-h100-tp2-v019", "kv_tokens_full_fit"):
-        "a 3 GiB KV pool: the profiling peak is predicted 3.14 GiB, logged 2.29, so advisor "
-        "gives 25% fewer tokens (the safe side)",
-    ("qwen3-30b-a3b-h100-tp1-v019", "kv_tokens_full_fit"):
-        "MoE activation: logged 2.68 GiB, predicted 1.27 (the fused-MoE workspaces of 128 "
-        "experts are not modelled)",
-    ("qwen3-14b-h100-tp1-v015", "kv_tokens_full_fit"):
-        "Qwen3 dense models log a 5.6 GiB profiling peak on vLLM 0.11-0.16 and 2.2 GiB from "
-        "0.17; advisor has one rule for both",
 }
+
+#: logs the engine rules' activation figures were fitted on (src/advisor/core/engine.py names
+#: them): their full-fit errors are in-sample, so the targets are also held without them
+FITTED = {"qwen3-32b-h100-tp1-v011", "llama33-70b-fp8-h100-tp2-v011", "llama31-8b-h100-tp1-v019",
+          "qwen25-7b-h100-tp1-v019", "phi-4-h100-tp1-v019", "gemma2-9b-h100-tp1-v019",
+          "llama31-8b-h100-0921"}
 
 
 def _errs(check: str, *, known: bool = False) -> list[float]:
@@ -76,6 +73,12 @@ def test_kv_tokens_meet_the_targets():
     assert abs(statistics.median(signed + _errs("kv_tokens_full_fit", known=True))) <= 1.0
     mine = sorted(abs(e) for e in signed)
     assert mine[math.ceil(0.9 * len(mine)) - 1] <= 5.0 and mine[-1] <= 10.0
+    # out of sample: the logs no activation figure was fitted on
+    held = sorted(abs(r["checks"]["kv_tokens_full_fit"][2]) for r in ROWS
+                  if "kv_tokens_full_fit" in r["checks"] and r["id"] not in FITTED
+                  and (r["id"], "kv_tokens_full_fit") not in KNOWN_MISSES)
+    assert len(held) >= 15 and statistics.median(held) <= 2.0
+    assert held[math.ceil(0.9 * len(held)) - 1] <= 5.0 and held[-1] <= 5.0
     target = SUMMARY["target/kv_tokens_from_logged_memory"]
     assert target["median_pct"] <= 0.1 and target["worst_pct"] <= 0.1
 
@@ -88,7 +91,19 @@ def test_the_known_misses_are_still_misses():
         assert err > (1.0 if check == "weights_gib" else 5.0), (log, check, err, why)
 
 
+#: a fit verdict advisor gets wrong, with the cause
+KNOWN_VERDICT_MISSES = {
+    "qwen25-72b-tp4-a100-40gb":
+        "vLLM 0.11 on 40 GB A100s at 256 sequences: the sampler model gives a 1.5 GiB peak and "
+        "so room for KV blocks, the log found none: the peak was above the 3.0 GiB left; the "
+        "0.11 logs it was fitted on all run 1024 sequences, where the sampler term and a "
+        "width/token term cannot be told apart",
+}
+
+
 def test_concurrency_and_fit_verdicts_match():
     assert SUMMARY["all/concurrency"]["worst_pct"] <= 1.0
-    verdicts = [r["checks"]["fits"] for r in ROWS if "fits" in r["checks"]]
-    assert verdicts and all(pred == real for pred, real, _ in verdicts)
+    verdicts = {r["id"]: r["checks"]["fits"] for r in ROWS if "fits" in r["checks"]}
+    assert verdicts
+    for log, (pred, real, _) in verdicts.items():
+        assert (pred == real) != (log in KNOWN_VERDICT_MISSES), (log, pred, real)

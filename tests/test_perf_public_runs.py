@@ -15,7 +15,9 @@ cal = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cal)
 
 GPU_FAMILY = {"H100-SXM": "hopper", "H100-PCIe": "hopper", "H200": "hopper",
-              "A100-80GB-SXM": "ampere", "A100-40GB-SXM": "ampere", "MI300X": "cdna3"}
+              "A100-80GB-SXM": "ampere", "A100-40GB-SXM": "ampere", "A100-80GB-PCIe": "ampere",
+              "A10G": "ampere", "MI300X": "cdna3", "B200": "blackwell", "L4": "ada",
+              "L40S": "ada"}
 
 
 def test_every_row_is_sourced_and_in_the_catalog():

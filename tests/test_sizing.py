@@ -39,7 +39,11 @@ def test_cuda_graphs_are_charged_from_0_21():
     req = FitRequest(gpu_memory_gib=79.25, gpu_name="H100", max_model_len=8192)
     old, new = fit(s, req, profile("0.11.0")), fit(s, req, profile("0.21.0"))
     assert not old.cuda_graph_charged and new.cuda_graph_charged
-    assert old.kv_cache_gib - new.kv_cache_gib == pytest.approx(new.cuda_graph_gib, abs=1e-3)
+    # the graphs come out of the budget; the smaller 0.21 sampler peak gives some back
+    gained = old.activation_gib - new.activation_gib
+    assert gained > 0
+    assert old.kv_cache_gib - new.kv_cache_gib == pytest.approx(new.cuda_graph_gib - gained,
+                                                                abs=1e-3)
 
 
 def test_tp_splits_weights_and_replicates_kv_heads():

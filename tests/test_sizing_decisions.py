@@ -176,8 +176,9 @@ def expected_gemma3_fit(engine, max_len: int, gpu_gib: float = 24, util: float =
     """(num_blocks, kv GiB) of fixture-gemma3-1b on one GPU, by hand."""
     weights = weights_per_gpu(G3, 1, 1, 2.0)[0]  # pinned by hand above
     assert weights == 2_016_402_688
-    width = 1152 / 4096
-    act = 0.126 * width ** 1.5 + 1.172 * (262144 / 128256) * width  # bf16: x 2 / 2
+    # the profiling peak: 0.134 GiB + 256 sequences (an L4) x 262144 vocab x 38.2 bytes
+    act = engine.activation_base_gib + 256 * 262144 * engine.sampler_bytes_per_seq_vocab / GIB
+    assert engine.sampler_bytes_per_seq_vocab == 38.2
     kv_gib = gpu_gib * util - weights / GIB - act - 0.25  # 0.25 GiB non-torch, no NCCL at TP 1
     group = 4 if engine.hybrid_kv_allocator else 26
     return int((kv_gib * GIB) // (16 * 1024 * group)), kv_gib, act
@@ -232,8 +233,11 @@ def test_more_gpus_add_nccl_and_cuda_graphs_from_0_21():
     assert staged.cuda_graph_gib == 0.23  # 13 layers on the stage: 0.1 + 0.13
     new = fit(G3, FitRequest(gpu_memory_gib=24, gpu_name="L4", max_model_len=8192),
               profile("0.21.0"))
-    _, kv_gib, _ = expected_gemma3_fit(NEW, 8192)
-    assert new.cuda_graph_charged and new.kv_cache_gib == round(kv_gib - 0.36, 4)
+    _, kv_gib, act = expected_gemma3_fit(NEW, 8192)
+    # 0.21 charges the graphs and its sampler peak is 10.68 bytes per sequence x vocab entry
+    act21 = 0.134 + 256 * 262144 * 10.68 / GIB
+    assert new.activation_gib == round(act21, 4)
+    assert new.cuda_graph_charged and new.kv_cache_gib == round(kv_gib + act - act21 - 0.36, 4)
     # big GPUs that are not A100s get the bigger batch defaults from 0.10
     big = fit(G3, FitRequest(gpu_memory_gib=80, gpu_name="H100", max_model_len=8192), NEW)
     assert (big.max_num_batched_tokens, big.max_num_seqs) == (8192, 1024)
@@ -258,16 +262,31 @@ def test_the_worst_stage_decides():
 
 # -- the other formulas -------------------------------------------------------------------------
 def test_activation_peak_formula():
-    # llama-3-8b: width 1, vocab 128256: 0.126 + 1.172 GiB
-    assert activation_gib(LLAMA, NEW, 2048, 1, 2.0) == pytest.approx(0.126 + 1.172, abs=1e-12)
-    # float32 activations double it
-    assert activation_gib(LLAMA, NEW, 2048, 1, 4.0) == pytest.approx(2 * 1.298, abs=1e-12)
+    """base + max_num_seqs x vocab x the release's sampler bytes (engine rules), MoE on top."""
+    # vLLM 0.11: 0.134 GiB + 256 x 128256 x 38.2 B
+    assert activation_gib(LLAMA, NEW, 2048, 1, 2.0, 256) == pytest.approx(
+        0.134 + 256 * 128256 * 38.2 / GIB, abs=1e-12)
+    # the logits are fp32 whatever the model's dtype: no change with activation bytes
+    assert activation_gib(LLAMA, NEW, 2048, 1, 4.0, 256) == activation_gib(
+        LLAMA, NEW, 2048, 1, 2.0, 256)
+    # four times the sequences, four times the sampler's share
+    four = activation_gib(LLAMA, NEW, 2048, 1, 2.0, 1024) - 0.134
+    assert four == pytest.approx(4 * (activation_gib(LLAMA, NEW, 2048, 1, 2.0, 256) - 0.134))
+    # the releases' sampler bytes: 38.2 to 0.16, 14.39 from 0.17, 10.68 from 0.21
+    for version, per in (("0.16.0", 38.2), ("0.17.0", 14.39), ("0.19.0", 14.39),
+                         ("0.21.0", 10.68)):
+        assert profile(version).sampler_bytes_per_seq_vocab == per, version
+    # width does not enter: a 70B (8192 wide) and an 8B with the same vocabulary peak alike
+    wide = spec(hidden_size=8192, num_attention_heads=64, vocab_size=128256)
+    assert activation_gib(wide, NEW, 2048, 1, 2.0, 256) == activation_gib(
+        LLAMA, NEW, 2048, 1, 2.0, 256)
     # MoE: tokens x top-k x (3 x expert width / TP + hidden) x bytes, on top of the dense part
     moe = spec(num_local_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024,
                hidden_size=4096, vocab_size=32000)
-    dense = 0.126 + 1.172 * (32000 / 128256)
+    dense = 0.134 + 256 * 32000 * 38.2 / GIB
     extra = 2048 * 2 * (3 * 1024 / 2 + 4096) * 2 / GIB
-    assert activation_gib(moe, NEW, 2048, 2, 2.0) == pytest.approx(dense + extra, abs=1e-12)
+    assert activation_gib(moe, NEW, 2048, 2, 2.0, 256) == pytest.approx(dense + extra,
+                                                                        abs=1e-12)
 
 
 def test_cuda_graph_memory():

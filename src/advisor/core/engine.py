@@ -58,12 +58,11 @@ class Rule(BaseModel):
     batch_other: tuple[int, int, int, int] | None = None
     cuda_graph_charged: bool | None = None
     hybrid_kv_allocator: bool | None = None
-    #: peak torch memory of the profiling run above the weights, GiB, for a dense model of
-    #: hidden size 4096 in 16-bit; scaled by (hidden / 4096) ** activation_exponent
-    activation_gib_at_4096: float | None = None
-    activation_exponent: float | None = None
-    #: plus this many GiB per 128,256 vocabulary entries at hidden size 4096 (the logits)
-    activation_vocab_gib: float | None = None
+    #: peak torch memory of the profiling run above the weights: a base, plus the dummy sampler
+    #: run's fp32 logits and their copies, max_num_seqs x vocabulary x this many bytes
+    #: (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run samples max_num_seqs requests)
+    activation_base_gib: float | None = None
+    sampler_bytes_per_seq_vocab: float | None = None
     #: non-torch memory (CUDA context share, cuBLAS workspaces) and NCCL buffers when TP > 1
     non_torch_gib: float | None = None
     nccl_gib: float | None = None
@@ -78,8 +77,14 @@ RULES: tuple[Rule, ...] = (
          gpu_memory_utilization=0.9, block_size=16,
          batch_big=(8192, 2048, 256, 256), batch_other=(8192, 2048, 256, 256),
          cuda_graph_charged=False, hybrid_kv_allocator=False, numa_bind_flag=False,
-         activation_gib_at_4096=0.126, activation_exponent=1.5, activation_vocab_gib=1.172,
          non_torch_gib=0.25, nccl_gib=0.3),
+    Rule(since="0.7.0", source="profiling peak: 0.134 GiB + max_num_seqs x vocab x 38.2 bytes, "
+         "the bytes fitted on two vLLM 0.11 H100 logs of llm-d/llm-d-benchmark "
+         "(empirical-vllm-memory-results.md: Qwen3-32B 5.64 GiB, Llama-3.3-70B FP8 4.84 GiB at "
+         "1024 sequences), the base on the 0.19 logs below; checked on logs it was not fitted "
+         "on: Qwen3-8B on an L4 (0.10.2, 256 sequences) 1.52 vs 1.40 logged, Qwen3-14B (0.15) "
+         "5.67 vs 5.64; the earliest V1 releases have no log and are assumed alike",
+         activation_base_gib=0.134, sampler_bytes_per_seq_vocab=38.2),
     Rule(since="0.10.0", source="vllm/engine/arg_utils.py get_batch_defaults (device memory "
          ">= 70 GiB and not A100); vllm/v1/core/kv_cache_utils.py hybrid KV cache groups",
          batch_big=(16384, 8192, 1024, 1024), batch_other=(8192, 2048, 256, 256),
@@ -88,6 +93,14 @@ RULES: tuple[Rule, ...] = (
          "workers' (--numa-bind, --numa-bind-nodes, --numa-bind-cpus), merged 2026-03-31; the "
          "first release after it is inferred to be 0.19.0 (not read from a changelog)",
          numa_bind_flag=True),
+    Rule(since="0.17.0", source="profiling peak 0.134 GiB + max_num_seqs x vocab x 14.39 bytes, "
+         "least squares over four vLLM 0.19.0 H100 logs of llm-d-incubation/llm-d-planner PR "
+         "#205 (Llama-3.1-8B 1.89, Qwen2.5-7B 2.21, Phi-4 1.52, Gemma-2-9B 3.65 GiB; the peak "
+         "follows the vocabulary, not the width); checked on its logs not fitted on: "
+         "Llama-3.3-70B 1.89 vs 1.96, Qwen2.5-72B 2.22 vs 2.29, Qwen3-8B 2.22 vs 2.21. The "
+         "release it changed in is read off the same PR's version sweep (Qwen3-14B: 5.64 GiB "
+         "on 0.11-0.16, 2.23 from 0.17)",
+         sampler_bytes_per_seq_vocab=14.39),
     Rule(since="0.19.0", source="vLLM 0.19.0 start-up logs on H100 (llm-d-incubation/"
          "llm-d-planner PR #205, accuracy/results/v0.19.0/logs at d3121e05): 'non-torch forward "
          "increase memory' 0.24-0.27 GiB at TP 1, 2.06-2.11 GiB at TP 2, 2.13-2.21 GiB at TP 4 "
@@ -96,8 +109,10 @@ RULES: tuple[Rule, ...] = (
          "where it grew is not known, so 0.12-0.18 keep the 0.11 figure",
          nccl_gib=1.85),
     Rule(since="0.21.0", source="vLLM 0.21 startup log: 'CUDA graph memory profiling is "
-         "enabled (default since v0.21.0)'",
-         cuda_graph_charged=True),
+         "enabled (default since v0.21.0)'; its profiling peak (Llama-3.1-8B on H100, 1.44 GiB "
+         "at 1024 sequences) gives 10.68 bytes per sequence x vocabulary entry — fitted on that "
+         "one log, so it checks nothing",
+         cuda_graph_charged=True, sampler_bytes_per_seq_vocab=10.68),
 )
 
 
@@ -112,9 +127,8 @@ class EngineProfile(BaseModel):
     batch_other: tuple[int, int, int, int]
     cuda_graph_charged: bool
     hybrid_kv_allocator: bool
-    activation_gib_at_4096: float
-    activation_exponent: float
-    activation_vocab_gib: float
+    activation_base_gib: float
+    sampler_bytes_per_seq_vocab: float
     non_torch_gib: float
     nccl_gib: float
     numa_bind_flag: bool

@@ -175,25 +175,25 @@ def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float) -> list
 
 
 def activation_gib(spec: ModelSpec, engine: EngineProfile, tokens: int, tp: int,
-                   act_bytes: float) -> float:
-    """Peak of the profiling run above the weights (a model calibrated on public logs).
+                   act_bytes: float, seqs: int = 256) -> float:
+    """Peak of the profiling run above the weights, GiB (a model calibrated on public logs).
 
-    In the logs read the peak barely moves between 2048 and 8192 batched tokens (1.40 and
-    1.44 GiB for 4096-wide models) but follows the vocabulary (about 0.4 GiB for Mistral-7B's
-    32k vocabulary, 1.4 for Llama 3's 128k and Qwen3's 152k) and the width (0.45 GiB for the
-    2048-wide Llama-3.2-1B): a logits term and a small width term, fitted by least squares to
-    those logs (benchmarks/accuracy). TP's effect on the peak is not calibrated: not divided.
+    The dummy sampler run holds fp32 logits of ``seqs`` (max_num_seqs) requests over the whole
+    vocabulary, and their copies: ``seqs x vocab x engine.sampler_bytes_per_seq_vocab`` on top
+    of a small base. Across the vLLM 0.19 logs the peak follows the vocabulary and not the
+    width (1.89 GiB for Llama-3.1-8B and 1.96 for Llama-3.3-70B), so no width term is kept;
+    the bytes changed between releases (38 to 0.16, 14 from 0.17, 11 from 0.21: the engine's
+    rules say where each was read). MoE adds the fused-MoE kernel's intermediate caches.
     """
-    width = spec.hidden_size / 4096
-    dense = (engine.activation_gib_at_4096 * width ** engine.activation_exponent
-             + engine.activation_vocab_gib * (spec.vocab_size / 128256) * width)
+    dense = engine.activation_base_gib + (
+        seqs * spec.vocab_size * engine.sampler_bytes_per_seq_vocab / GIB)
     moe = 0.0
     if spec.moe is not None:
         # the fused-MoE kernel's intermediate caches: tokens x top-k x (gate_up + down + out)
         m = spec.moe
         moe = tokens * m.experts_per_token * (3 * m.expert_intermediate_size / tp
                                               + spec.hidden_size) * act_bytes / GIB
-    return dense * act_bytes / 2 + moe
+    return dense + moe
 
 
 def cuda_graph_gib(layers: int, enforce_eager: bool) -> float:
@@ -276,7 +276,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     # --cpu-offload-gb moves up to that much of each GPU's weights to host memory
     offload = min(req.cpu_offload_gib, w_gib)
     w_gib -= offload
-    act = activation_gib(spec, engine, tokens, req.tp, act_b)
+    act = activation_gib(spec, engine, tokens, req.tp, act_b, seqs)
     non_torch = engine.non_torch_gib + (engine.nccl_gib if req.tp * req.pp > 1 else 0.0)
     graphs = cuda_graph_gib(len(layers), req.enforce_eager)
     budget = req.gpu_memory_gib * util
