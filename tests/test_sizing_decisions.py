@@ -463,3 +463,11 @@ def test_the_cuda_graph_note(version, eager, noted):
             f"{version}: they come out of the 2.40 GiB outside the budget")
     assert (note in r.notes) == noted
     assert r.cuda_graph_gib == (0.0 if eager else 0.36)
+
+
+def test_the_fit_reports_its_peak_and_offload_to_four_decimals():
+    r = fit(LLAMA, FitRequest(gpu_memory_gib=24, gpu_name="NVIDIA L4", max_model_len=8192,
+                              cpu_offload_gib=1 / 3), NEW)
+    act = 0.134 + 256 * 128256 * 38.2 / GIB  # 1.26513... GiB
+    assert r.activation_gib == round(act, 4) != round(act, 5)
+    assert r.cpu_offload_gib == 0.3333

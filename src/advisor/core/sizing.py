@@ -175,7 +175,7 @@ def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float) -> list
 
 
 def activation_gib(spec: ModelSpec, engine: EngineProfile, tokens: int, tp: int,
-                   act_bytes: float, seqs: int = 256) -> float:
+                   act_bytes: float, seqs: int) -> float:
     """Peak of the profiling run above the weights, GiB (a model calibrated on public logs).
 
     The dummy sampler run holds fp32 logits of ``seqs`` (max_num_seqs) requests over the whole
