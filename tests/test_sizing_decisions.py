@@ -468,7 +468,7 @@ def test_the_cuda_graph_note(version, eager, noted):
 def test_the_fit_reports_its_peak_and_offload_to_four_decimals():
     qwen_vocab = spec(vocab_size=151936)
     r = fit(qwen_vocab, FitRequest(gpu_memory_gib=24, gpu_name="NVIDIA L4", max_model_len=8192,
-                                   cpu_offload_gib=1 / 3), NEW)
+                                   cpu_offload_gib=1 / 30), NEW)
     act = 0.134 + 256 * 151936 * 38.2 / GIB  # 1.517770... GiB
     assert r.activation_gib == round(act, 4) != round(act, 5)
-    assert r.cpu_offload_gib == 0.3333
+    assert r.cpu_offload_gib == 0.0333  # of 0.32 GiB of weights
