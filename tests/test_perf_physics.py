@@ -64,3 +64,33 @@ def test_the_queue_starts_where_the_kv_cache_is_full():
     assert over.ttft_ms - at.ttft_ms == pytest.approx(e2e, rel=1e-3)
     assert any("wait in vLLM's queue" in n for n in over.notes)
     assert not any("queue" in n for n in at.notes)
+
+
+#: vLLM's custom all-reduce on H100 (sgl-project/sglang PR #2904): TP -> [(bytes, µs)]
+ALLREDUCE_H100 = {2: [(512, 9.5), (4096, 8.8), (32768, 8.7), (262144, 12.9), (524288, 17.7),
+                      (1048576, 26.6)],
+                  4: [(512, 9.1), (4096, 8.5), (32768, 9.2), (262144, 20.6), (524288, 26.9),
+                      (1048576, 40.2)],
+                  8: [(512, 10.1), (4096, 9.3), (32768, 11.8), (262144, 24.1), (524288, 30.4),
+                      (1048576, 45.0)]}
+
+
+def test_the_nvlink_all_reduce_reproduces_the_measurements_it_was_fitted_on():
+    """In-sample by construction (the constants are a least-squares fit to these 18 points):
+    this holds the fit, and the shape — latency grows with TP, bytes cost the same per TP."""
+    from advisor.core.perf import _allreduce_s
+
+    g = CAT.gpus["H100-SXM"]
+    one_layer = SPEC.model_copy(update={"num_layers": 1})
+    for tp, points in ALLREDUCE_H100.items():
+        for size, us in points:
+            tokens = size // (one_layer.hidden_size * 2)
+            if tokens < 1:
+                continue
+            got = _allreduce_s(one_layer, g, tp, tokens, 2.0) / 2 * 1e6  # one all-reduce
+            assert got == pytest.approx(us, rel=0.25), (tp, size, got, us)
+    small = [_allreduce_s(one_layer, g, tp, 1, 2.0) for tp in (2, 4, 8)]
+    assert small == sorted(small)
+    # beyond the measured 1 MiB the extra bytes move at NVLink's per-direction peak
+    big = _allreduce_s(one_layer, g, 8, 8192, 2.0) / 2
+    assert big < 8192 * 4096 * 2 * 1.75 / 50.5e9

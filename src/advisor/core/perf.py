@@ -29,6 +29,14 @@ COMPUTE_EFFICIENCY = 0.65
 STEP_OVERHEAD_S = 0.002
 #: latency of one all-reduce between the GPUs of a replica, by interconnect
 ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 10e-6, "pcie": 25e-6}
+#: vLLM's custom all-reduce over NVLink, measured on H100 (sgl-project/sglang PR #2904, its
+#: table of vLLM's kernel at TP 2/4/8 and 512 B to 1 MiB, without CUDA graphs): a fixed latency
+#: per TP size and an effective bandwidth, least squares over those 18 points (within 20% of
+#: each): 8.1 / 9.1 / 10.7 µs and 50.5 GB/s of payload (payload = message x 2 (TP - 1) / TP, as
+#: _allreduce_s counts it) — a ninth of NVLink's per-direction peak. Other NVLink GPUs scale the
+#: bandwidth by their NVLink bandwidth over H100's 900 GB/s: an assumption, not measured.
+NVLINK_ALLREDUCE_LATENCY_S = {2: 8.1e-6, 4: 9.1e-6, 8: 10.7e-6}
+NVLINK_ALLREDUCE_BYTES_S_H100 = 50.5e9
 #: achieved per-direction all-reduce bandwidth over PCIe, by generation, bytes/s
 PCIE_BYTES_S = {3: 12e9, 4: 25e9, 5: 50e9}
 #: measured pinned host-to-device copy rate per PCIe generation (x16, process on the GPU's
@@ -121,8 +129,20 @@ def _allreduce_s(spec: ModelSpec, gpu: Gpu, tp: int, tokens: int, act_b: float,
     if tp == 1:
         return 0.0
     lat, bw = _link(gpu, tp)
-    payload = tokens * spec.hidden_size * act_b * 2 * (tp - 1) / tp  # ring all-reduce
-    return 2 * (spec.num_layers if layers is None else layers) * (lat + payload / bw)
+    message = tokens * spec.hidden_size * act_b
+    payload = message * 2 * (tp - 1) / tp  # ring all-reduce
+    ic = gpu.interconnect
+    if ic is not None and ic.kind == "nvlink" and ic.bandwidth_gb_s:
+        # vLLM's custom all-reduce, measured up to 1 MiB messages (see the constants); above
+        # that the extra bytes move at the link's per-direction peak (NCCL's regime)
+        size = min(NVLINK_ALLREDUCE_LATENCY_S, key=lambda t: (abs(t - tp), t))
+        small = NVLINK_ALLREDUCE_BYTES_S_H100 * ic.bandwidth_gb_s / 900
+        cap = 2**20 * 2 * (tp - 1) / tp
+        one = (NVLINK_ALLREDUCE_LATENCY_S[size] + min(payload, cap) / small
+               + max(0.0, payload - cap) / bw)
+    else:
+        one = lat + payload / bw
+    return 2 * (spec.num_layers if layers is None else layers) * one
 
 
 def _weight_bytes_read(spec: ModelSpec, fit: MemoryFit, batch: int) -> float:
