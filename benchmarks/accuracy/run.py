@@ -74,7 +74,7 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
     gpu = cat.gpus.get(entry.get("gpu", "")) if entry.get("gpu") else None
     mem = entry.get("gpu_memory_gib")
     if mem is None and gpu is not None:
-        mem = gpu.usable_memory_mib / 1024 if gpu.usable_memory_mib else gpu.memory_gib
+        mem = gpu.cuda_memory_gib
     max_len = entry.get("max_model_len") or spec.max_position_embeddings or 4096
     batched, _ = engine.batch_defaults(mem or 80, gpu.name if gpu else "", "server")
     batched = entry.get("max_num_batched_tokens") or batched

@@ -80,8 +80,8 @@ def predict(r: dict[str, Any], cat: Any, params: dict[str, Any]) -> dict[str, fl
     version = r["vllm"] if parse_version(r["vllm"]) >= (0, 7, 0) else "0.7.0"
     limit = max_len_limit(spec) or 32768
     ctx = min(limit, max(32768, r["input_len"] + r["output_len"]))
-    f = fit(spec, FitRequest(gpu_memory_gib=(gpu.usable_memory_mib or gpu.memory_gib * 1024)
-                             / 1024, gpu_name=gpu.name, tp=r["tp"], max_model_len=ctx,
+    f = fit(spec, FitRequest(gpu_memory_gib=gpu.cuda_memory_gib, gpu_name=gpu.name, tp=r["tp"],
+                             max_model_len=ctx,
                              kv_cache_dtype="fp8" if r.get("kv_cache_dtype") == "fp8"
                              else "auto"), profile(version))
     n = r.get("num_prompts") or 1

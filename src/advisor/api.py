@@ -145,9 +145,8 @@ def gpu_memory_gib(catalog: Catalog, gpu: str,
     if override is not None:
         finite("--gpu-memory-gib", override, high=4096)
         return g.id, override, "--gpu-memory-gib"
-    if g.usable_memory_mib:
-        return g.id, g.usable_memory_mib / 1024, "driver-reported total (gpus.yaml)"
-    return g.id, g.memory_gib, "marketed size; the driver reports a little less"
+    return g.id, g.cuda_memory_gib, ("driver-reported total (gpus.yaml)" if g.usable_memory_mib
+                                     else "marketed size; the driver reports a little less")
 
 
 @boundary
@@ -224,7 +223,8 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               cpu_offload_gb: float = ..., allow_small_host: bool = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[False] = ...,
-              max_nodes: int = ...) -> list[Recommendation]: ...
+              max_nodes: int = ..., instances: list[str] | None = ...
+              ) -> list[Recommendation]: ...
 
 
 @overload
@@ -238,7 +238,8 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               cpu_offload_gb: float = ..., allow_small_host: bool = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[True],
-              max_nodes: int = ...) -> tuple[list[Recommendation], list[Rejection]]: ...
+              max_nodes: int = ..., instances: list[str] | None = ...
+              ) -> tuple[list[Recommendation], list[Rejection]]: ...
 
 
 @boundary
@@ -252,7 +253,8 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
               kv_cache_dtype: str = "auto", cpu_offload_gb: float = 0.0,
               allow_small_host: bool = False, vllm_version: str | None = None,
               catalog: Catalog | None = None, top: int | None = None,
-              with_rejected: bool = False, max_nodes: int = 4
+              with_rejected: bool = False, max_nodes: int = 4,
+              instances: list[str] | None = None
               ) -> list[Recommendation] | tuple[list[Recommendation], list[Rejection]]:
     """Ranked :class:`~advisor.core.ranking.Recommendation` objects (best first).
 
@@ -263,8 +265,9 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
     ``batch`` and no load, $ per million output tokens at saturation. Each recommendation's
     ``basis`` says which assumptions produced its figures. Instances below vLLM's CPU floor are
     rejected unless ``allow_small_host``. With ``with_rejected`` returns ``(recommendations,
-    rejections)``. Raises UserInputError when nothing can serve the request, naming the closest
-    misses and the constraints that excluded the rest.
+    rejections)``; ``instances`` (PROVIDER:TYPE) ranks only those. Raises UserInputError when
+    nothing can serve the request, naming the closest misses and the constraints that excluded
+    the rest.
     """
     from advisor.core.load import targets
     from advisor.core.ranking import Constraints, Request, explain_empty, rank
@@ -293,7 +296,8 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
     unknown = [p for p in cons.providers if p not in cat.providers()]
     if unknown:
         raise NotFoundError("provider", unknown[0], cat.providers())
-    recs, rejected = rank(cat, spec, req, cons, profile(vllm_version))
+    only = [cat.instance(k) for k in instances] if instances is not None else None
+    recs, rejected = rank(cat, spec, req, cons, profile(vllm_version), instances=only)
     if not recs and not with_rejected:
         raise explain_empty(rejected)
     recs = recs[:top] if top else recs
@@ -354,6 +358,22 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
     return (options, misses) if with_misses else options
 
 
+def recommend_named(model: str, ctx: int, inst: InstanceType, *, catalog: Catalog,
+                    vllm_version: str | None = None, **question: Any) -> Recommendation:
+    """What the ranking makes of one named instance for the same ``question`` as
+    :func:`recommend` (targets, batch, allow_small_host): its recommendation, or a
+    UserInputError with the reason it was excluded and the flag that allows it."""
+    from advisor.core.ranking import hint_for
+
+    recs, rejected = recommend(model, ctx, catalog=catalog, instances=[inst.key],
+                               vllm_version=vllm_version, with_rejected=True, **question)
+    if recs:
+        return recs[0]
+    why = rejected[0] if rejected else None
+    raise UserInputError(f"{model} cannot be served on {inst.key} at ctx {ctx}"
+                         + (f": {why.reason}" if why else ""), hint=hint_for(why.by if why else ""))
+
+
 def require_token(cat: Catalog, model: str, hf_token_ref: str | None) -> None:
     """A model the catalog marks as gated cannot be downloaded without a Hugging Face token:
     refuse before anything is rendered or launched, rather than fail at boot."""
@@ -390,15 +410,8 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
     else:
         inst = cat.instance(instance)
     if plan is None and tp is None:
-        recs, rejected = recommend(model, ctx, catalog=cat, providers=[inst.provider], top=None,
-                                   with_rejected=True, **q)
-        mine = [r for r in recs if r.instance == inst.name]
-        if not mine:
-            why = next((r for r in rejected if r.instance == inst.name), None)
-            raise UserInputError(f"{model} cannot be served on {inst.key} at ctx {ctx}"
-                                 + (f": {why.reason}" if why else ""),
-                                 hint=hint_for(why.by if why else ""))
-        plan, weights = mine[0].plan, mine[0].fit.weights_gib * mine[0].plan.tp * mine[0].plan.pp
+        mine = recommend_named(model, ctx, inst, catalog=cat, **q)
+        plan, weights = mine.plan, mine.fit.weights_gib * mine.plan.tp * mine.plan.pp
     if plan is None:
         assert tp is not None
         if tp <= 0 or inst.gpu.count % tp:

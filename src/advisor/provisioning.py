@@ -156,8 +156,7 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
     ``question`` holds the same inputs as ``advisor recommend`` (latency targets, ``batch``,
     ``allow_small_host``): the pick is the one recommend would put first, never a
     saturated-economics one by surprise."""
-    from advisor.api import recommend
-    from advisor.core.ranking import hint_for
+    from advisor.api import recommend, recommend_named
 
     regions = regions or []
     q = (question or Question()).model_dump()
@@ -176,16 +175,10 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
                                  hint="use 'advisor render' for private machines")
         # the layout does not depend on the price: rank on-demand, so that a type without a
         # spot price in the catalog can still be launched as spot when the user names it
-        found, rejected = recommend(model, ctx, catalog=catalog, providers=[inst.provider],
-                                    vllm_version=vllm_version, with_rejected=True, **q)
-        recs = [r for r in found if r.instance == inst.name]
-        if not recs:
-            why = next((r for r in rejected if r.instance == inst.name), None)
-            raise UserInputError(f"{model} cannot be served on {inst.key} at ctx {ctx}"
-                                 + (f": {why.reason}" if why else ""),
-                                 hint=hint_for(why.by if why else ""))
-        usd = inst.price.spot_usd_per_hour if spot else recs[0].usd_per_hour
-        picks = [(inst, recs[0].model_copy(update={"usd_per_hour": usd}))]
+        named = recommend_named(model, ctx, inst, catalog=catalog, vllm_version=vllm_version,
+                                **q)
+        usd = inst.price.spot_usd_per_hour if spot else named.usd_per_hour
+        picks = [(inst, named.model_copy(update={"usd_per_hour": usd}))]
     else:
         recs = recommend(model, ctx, catalog=catalog, providers=providers, spot=spot,
                          vllm_version=vllm_version, **q)

@@ -97,6 +97,12 @@ class Gpu(_Model):
     _ids = field_validator("id")(_check_name)
     _src = field_validator("sources")(_check_sources)
 
+    @property
+    def cuda_memory_gib(self) -> float:
+        """Total memory vLLM budgets from: what the driver reports where the catalog has it,
+        else the marketed size (a little more than the driver will report)."""
+        return self.usable_memory_mib / 1024 if self.usable_memory_mib else self.memory_gib
+
 
 class Cpu(_Model):
     """One host processor model and the memory system around one socket."""

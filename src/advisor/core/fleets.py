@@ -56,14 +56,14 @@ class FleetMiss(BaseModel):
 
 
 def size(rec: Recommendation, rps: float) -> FleetOption:
-    fs = rec.fleet if rec.fleet is not None and rec.fleet.load == "rps" and \
-        rec.fleet.demand == rps else size_fleet(
-            rps=rps, users=None, rps_per_replica=rec.perf.requests_per_s,
-            users_per_replica=rec.perf.concurrency, replicas_per_instance=rec.plan.replicas,
-            nodes=rec.plan.nodes, usd_per_hour=rec.usd_per_hour) \
-        if rec.perf.requests_per_s > 0 else None
-    if fs is None:
+    if rec.perf.requests_per_s <= 0:
         raise UserInputError(f"{rec.provider}:{rec.instance} serves no requests at this load")
+    fs = rec.fleet  # the ranking sized it already when it was asked for this rate
+    if fs is None or fs.load != "rps" or fs.demand != rps:
+        fs = size_fleet(rps=rps, users=None, rps_per_replica=rec.perf.requests_per_s,
+                        users_per_replica=rec.perf.concurrency,
+                        replicas_per_instance=rec.plan.replicas, nodes=rec.plan.nodes,
+                        usd_per_hour=rec.usd_per_hour)
     nodes = rec.plan.nodes
     return FleetOption(
         provider=rec.provider, instance=rec.instance, region=rec.region,

@@ -62,8 +62,10 @@ CALIBRATION = {"memory_efficiency": MEMORY_EFFICIENCY, "compute_efficiency": COM
                "step_overhead_s": STEP_OVERHEAD_S}
 
 
+@functools.lru_cache(maxsize=64)
 def step_overhead_s(vllm_version: str) -> float:
-    """The engine's fixed cost per step (scheduler, sampler, launches) in this release."""
+    """The engine's fixed cost per step (scheduler, sampler, launches) in this release (looked
+    up once per release: every decode and prefill step of a ranking asks)."""
     from advisor.core.engine import parse_version
 
     v = parse_version(vllm_version)

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.catalog import Catalog
-from advisor.catalog.schema import Gpu, InstanceType
+from advisor.catalog.schema import InstanceType
 from advisor.core import host as hostmod
 from advisor.core.confidence import Confidence, combine
 from advisor.core.engine import EngineProfile
@@ -137,10 +137,6 @@ class Rejection(BaseModel):
     shortfall: float | None = None
 
 
-def gpu_total_gib(gpu: Gpu) -> float:
-    return gpu.usable_memory_mib / 1024 if gpu.usable_memory_mib else gpu.memory_gib
-
-
 def _gpu_list(gpus: list[int]) -> str:
     return f"{gpus[0]}-{gpus[-1]}" if len(gpus) > 1 else str(gpus[0])
 
@@ -168,7 +164,7 @@ class _Ranker:
     def _fit_uncached(self, gpu_id: str, tp: int, pp: int) -> MemoryFit:
         g = self.cat.gpus[gpu_id]
         return with_confidence(fit(self.spec, FitRequest(
-            gpu_memory_gib=gpu_total_gib(g), gpu_name=g.name, tp=tp, pp=pp,
+            gpu_memory_gib=g.cuda_memory_gib, gpu_name=g.name, tp=tp, pp=pp,
             max_model_len=self.req.ctx, kv_cache_dtype=self.req.kv_cache_dtype,
             cpu_offload_gib=self.req.cpu_offload_gib), self.engine), g.architecture,
             self.spec.model_type)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.core.confidence import Confidence
+from advisor.core.confidence import Confidence, memory_confidence
 from advisor.core.engine import GIB, EngineProfile
 from advisor.core.model import DTYPE_BYTES, ModelSpec
 from advisor.errors import UserInputError
@@ -346,7 +346,5 @@ def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, concurrency: float
 def with_confidence(result: MemoryFit, gpu_architecture: str | None, model_type: str
                     ) -> MemoryFit:
     """``result`` with its confidence from the memory accuracy benchmark."""
-    from advisor.core.confidence import memory_confidence
-
     return result.model_copy(update={"confidence": memory_confidence(
         gpu_architecture, model_type, result.vllm_version)})
