@@ -47,3 +47,26 @@ def test_the_published_table_is_current(tmp_path):
     out = tmp_path / "r.md"
     cal.main(["--results", str(out)])
     assert out.read_text() == (ROOT / "RESULTS-public.md").read_text()
+
+
+def test_prefill_demand_is_littles_law_over_achievable_compute():
+    """The consistency check: a hand-computed row. 8 clients, TTFT 100 ms, TPOT 10 ms, 101
+    output tokens -> each request lives 1.1 s, 8 / 1.1 requests a second, each 1000 prompt tokens
+    of 2 x active parameters; over H200's dense FP8 peak x COMPUTE_EFFICIENCY."""
+    cat = advisor.load_catalog()
+    row = {"model": "llama-3.1-8b", "gpu": "H200", "tp": 1, "quantization": "fp8",
+           "concurrency": 8, "input_len": 1000, "output_len": 101, "ttft_ms": 100.0,
+           "tpot_ms": 10.0}
+    active = advisor.spec_from_config(cat.model_configs["llama-3.1-8b"], "llama-3.1-8b",
+                                      quantization="fp8").param_counts()["active"]
+    want = (8 / 1.1) * 1000 * 2 * active / (cat.gpus["H200"].fp8_tflops * 1e12
+                                              * cal.perf.COMPUTE_EFFICIENCY)
+    assert abs(cal.prefill_demand(row, cat) - want) < 1e-9 * want
+    # twice the GPUs: half the share; no fixed concurrency or no TPOT: no figure
+    assert abs(cal.prefill_demand({**row, "tp": 2}, cat) - want / 2) < 1e-9 * want
+    assert cal.prefill_demand({**row, "concurrency": None}, cat) is None
+    assert cal.prefill_demand({**row, "tpot_ms": None}, cat) is None
+    # the flagged rows are exactly those above 1.0 (the table names them)
+    flagged = {r["id"] for r in cal.rows()
+               if not cal.skipped(r) and (cal.prefill_demand(r, cat) or 0) > 1.0}
+    assert flagged and all(i in cal.demand_table(cat) for i in flagged)

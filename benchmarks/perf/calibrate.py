@@ -183,6 +183,38 @@ def fit_params(cat: Any) -> dict[str, Any]:
     return params
 
 
+def prefill_demand(r: dict[str, Any], cat: Any) -> float | None:
+    """The share of the GPUs' *achievable* tensor throughput (datasheet peak in the row's
+    precision x perf.COMPUTE_EFFICIENCY) that the row's closed loop must spend on prefill alone,
+    from its own figures: requests finish at C / (TTFT + (output - 1) x TPOT) a second (Little's
+    law), each brings input_len tokens of 2 x active-parameter FLOPs. Above 1.0 no closed loop
+    on that hardware can show that TPOT with every prefill in-band (vLLM's chunked prefill puts
+    each prompt into the running batch's steps), whatever the decode costs: the run measured
+    something else (prefix-cache hits, one wave whose prefills all ran before decoding, TPOT
+    taken apart from TTFT...) that the row's source does not state. None without both figures."""
+    if r.get("concurrency") is None or not r.get("ttft_ms") or not r.get("tpot_ms"):
+        return None
+    spec = advisor.spec_from_config(cat.model_configs[r["model"]], r["model"],
+                                    quantization=r.get("quantization"))
+    gpu: Gpu = cat.gpus[r["gpu"]]
+    fp8 = (r.get("quantization") or "").startswith("fp8")
+    peak = (gpu.fp8_tflops if fp8 and gpu.fp8_tflops else gpu.bf16_tflops or 0) * 1e12
+    life_s = (r["ttft_ms"] + (r["output_len"] - 1) * r["tpot_ms"]) / 1000
+    per_s = r["concurrency"] / life_s
+    need = per_s * r["input_len"] * 2 * spec.param_counts()["active"]
+    return need / (peak * r["tp"] * perf.COMPUTE_EFFICIENCY)
+
+
+def demand_table(cat: Any) -> str:
+    lines = ["| row | split | prefill FLOP/s the figures imply, share of achievable |",
+             "|---|---|---|"]
+    for r in rows():
+        d = None if skipped(r) else prefill_demand(r, cat)
+        if d is not None and d > 1.0:
+            lines.append(f"| {r['id']} | {r['split']} | {d * 100:.0f}% |")
+    return "\n".join(lines)
+
+
 def table(errs: list[dict[str, Any]]) -> str:
     lines = ["| split | metric | n | median abs | p90 abs | worst | signed median |",
              "|---|---|---|---|---|---|---|"]
@@ -222,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                 "|---|---|---|---|---|---|"]
         body += [f"| {e['id']} | {e['split']} | {e['metric']} | {e['pred']:.1f} | "
                  f"{e['meas']:.1f} | {e['err_pct']:+.1f}% |" for e in errs]
+        body += ["", "## Rows no closed loop can produce", "",
+                 "Fixed-concurrency rows whose own TTFT and TPOT imply more prefill FLOP/s than "
+                 "the GPUs can deliver (datasheet peak x COMPUTE_EFFICIENCY) with every prompt "
+                 "prefilled inside the running batch (`prefill_demand` in this script): their "
+                 "TPOT is a decode-only figure measured some way the source does not state. They "
+                 "stay in the report split and in the table above; no model constant is tuned "
+                 "to them.", "", demand_table(cat)]
         body += ["", "Skipped:", ""] + [f"- {r['id']}: {skipped(r)}" for r in rows()
                                          if skipped(r)]
         args.results.write_text("\n".join(body) + "\n")
