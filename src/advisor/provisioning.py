@@ -180,8 +180,9 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
         usd = inst.price.spot_usd_per_hour if spot else named.usd_per_hour
         picks = [(inst, named.model_copy(update={"usd_per_hour": usd}))]
     else:
+        # ranked on the asked regions' own prices (what `recommend --region` shows)
         recs = recommend(model, ctx, catalog=catalog, providers=providers, spot=spot,
-                         vllm_version=vllm_version, **q)
+                         regions=regions or None, vllm_version=vllm_version, **q)
         picks = [(catalog.instance(f"{r.provider}:{r.instance}"), r) for r in recs[:max_types]]
     out = []
     for inst, rec in picks:
@@ -189,7 +190,11 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
         wanted = regions or ([rec.region] if rec.region else offered[:1])
         weights = rec.fit.weights_gib * rec.plan.tp * rec.plan.pp
         for region in wanted:
-            out.append((inst, rec.plan, region, rec.usd_per_hour or None, weights))
+            # each region at its own price; a region the catalog does not price gets none
+            # (never another region's)
+            row = inst.price_in([region], spot)
+            usd = row.usd(spot) if row is not None else None
+            out.append((inst, rec.plan, region, usd, weights))
     return out
 
 

@@ -40,7 +40,7 @@ MAX_BYTES = 64 * 2**20
 #: set to 1 to neither read nor write the cache
 DISABLE_VAR = "ADVISOR_NO_CACHE"
 #: the modules whose code decides what a loaded catalog holds
-_SOURCES = ("schema.py", "catalog.py", "loader.py", "cache.py")
+_SOURCES = ("schema.py", "catalog.py", "loader.py", "cache.py", "prices.py")
 #: cache files kept (one per list of directories); the least recently written go first
 KEEP = 16
 
@@ -101,6 +101,7 @@ def key(dirs: Sequence[Path]) -> bytes:
         _add_dir(h, ".", root)
         _add_dir(h, "instances", root / "instances")
         _add_dir(h, "models", root / "models")
+        _add_dir(h, "prices", root / "prices")
     return h.digest()
 
 

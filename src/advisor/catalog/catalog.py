@@ -132,7 +132,9 @@ class Catalog:
             "host": dump(inst.host),
             "pcie_gen": inst.pcie_gen,
             "network_gbps": inst.network_gbps,
+            "fabric": dump(inst.fabric) if inst.fabric else None,
             "price": dump(inst.price),
+            "prices": {r: dump(q) for r, q in sorted(inst.prices.items())},
             "regions": list(inst.regions),
             "sources": {k: dump(v) for k, v in inst.sources.items()},
         }

@@ -5,6 +5,7 @@ A catalog directory holds any of::
     gpus.yaml            {gpus: [...]}
     cpus.yaml            {cpus: [...]}
     instances/*.yaml     {provider: aws, instances: [...]}
+    prices/<provider>.csv and prices/sources.yaml   prices per region (catalogs/prices/README.md)
     models/index.yaml    {models: [...]} and the config.json files it names
 
 A user directory (``--catalog DIR`` or ``ADVISOR_CATALOG_DIR``) adds entries, or changes
@@ -35,12 +36,45 @@ if TYPE_CHECKING:
 ENV_VAR = "ADVISOR_CATALOG_DIR"
 
 
+#: a catalog YAML file larger than this is refused unread (the largest bundled one is ~80 KiB)
+MAX_YAML_BYTES = 8 * 2**20
+
+_LOADER: Any = None
+
+
 def _yaml_loader() -> Any:
-    """yaml is imported only when a catalog is parsed (not when the cached one is used)."""
+    """yaml is imported only when a catalog is parsed (not when the cached one is used).
+
+    A safe loader that refuses a mapping with the same key twice: PyYAML keeps the last one
+    silently, so ``price: 1`` written twice would drop a fact without a word."""
+    global _LOADER
+    if _LOADER is not None:
+        return _LOADER
     import yaml
 
     # the C loader is 5-10x faster; fall back when libyaml is missing
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class UniqueKeyLoader(base):  # type: ignore[misc,valid-type]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        fresh = key not in seen
+                    except TypeError:  # an unhashable key: the base loader reports it
+                        continue
+                    if not fresh:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r}", key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    _LOADER = UniqueKeyLoader
+    return _LOADER
 
 
 @dataclass(frozen=True)
@@ -75,6 +109,9 @@ class _Collected:
     instances: dict[str, _Raw] = field(default_factory=dict)
     models: dict[str, _Raw] = field(default_factory=dict)
     model_configs: dict[str, Path] = field(default_factory=dict)
+    #: "provider:name" -> region -> the raw price of that region (a later layer's row wins)
+    prices: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    price_rows: list[Any] = field(default_factory=list)
 
 
 def bundled_dir() -> Path:
@@ -116,6 +153,10 @@ def _read_yaml(path: Path, root: Path, problems: list[Problem]) -> Any:
 
     shown = _display(path, root)
     try:
+        if path.stat().st_size > MAX_YAML_BYTES:
+            problems.append(Problem(shown, None, None,
+                                    f"larger than {MAX_YAML_BYTES // 2**20} MiB: refused unread"))
+            return None
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(Problem(shown, None, None, f"cannot read: {exc}"))
@@ -218,6 +259,16 @@ def _collect_dir(root: Path, into: _Collected, problems: list[Problem]) -> None:
                 continue
             keyed(_entries(doc, "instances", shown, problems), shown, "instances", "name",
                   into.instances, {"provider": provider})
+
+    from advisor.catalog import prices
+
+    rows, sources, price_problems = prices.read_dir(
+        root, lambda p: _display(p, root), lambda p: _read_yaml(p, root, problems))
+    problems.extend(Problem(p.file, p.entry, p.field, p.message) for p in price_problems)
+    for row in rows:
+        into.prices.setdefault(f"{row.provider}:{row.instance}", {})[row.region] = \
+            prices.as_price(row, sources)
+    into.price_rows.extend(rows)
 
     index = root / "models" / "index.yaml"
     if index.exists():
@@ -328,11 +379,54 @@ def _integrity(cat: Catalog, raws: _Collected, problems: list[Problem]) -> None:
         cat.model_configs[alias] = cfg
 
 
+def _attach_prices(raws: _Collected, problems: list[Problem]) -> None:
+    """Put each type's region prices on it, and its reference price where its file has none
+    (a price written in the instance file, e.g. a negotiated one, wins for its region)."""
+    from advisor.catalog import prices
+
+    for row in raws.price_rows:
+        key = f"{row.provider}:{row.instance}"
+        raw = raws.instances.get(key)
+        if raw is None:
+            problems.append(Problem(row.file, f"line {row.line}", "instance",
+                                    f"{key} is not in the catalog"))
+            continue
+        regions = raw.data.get("regions")
+        if isinstance(regions, list) and regions and row.region not in regions:
+            problems.append(Problem(row.file, f"line {row.line}", "region",
+                                    f"{row.instance} is not sold in {row.region} (its regions "
+                                    "list does not name it)"))
+    gpu_of: dict[tuple[str, str], tuple[str, int]] = {}
+    for raw in raws.instances.values():
+        gpu = _mapping(raw.data.get("gpu"))
+        model, count = gpu.get("model"), _int(gpu.get("count"))
+        if isinstance(model, str) and count:
+            gpu_of[(str(raw.data.get("provider")), str(raw.data.get("name")))] = (model, count)
+    problems.extend(Problem(p.file, p.entry, p.field, p.message)
+                    for p in prices.anomalies(raws.price_rows, gpu_of))
+    for key, by_region in raws.prices.items():
+        raw = raws.instances.get(key)
+        if raw is None:
+            continue
+        data = dict(raw.data)
+        table = dict(by_region)
+        own = _mapping(data.get("price"))
+        if own.get("on_demand_usd_per_hour") is None and own.get("spot_usd_per_hour") is None:
+            ref = prices.reference(str(data.get("provider")), table)
+            if ref is not None:
+                data["price"] = ref
+        elif isinstance(own.get("region"), str):
+            table[own["region"]] = own
+        data["prices"] = table
+        raws.instances[key] = _Raw(data, raw.file, raw.label)
+
+
 def _build(dirs: Iterable[Path]) -> tuple[Catalog, list[Problem]]:
     problems: list[Problem] = []
     raws = _Collected()
     for d in dirs:
         _collect_dir(d, raws, problems)
+    _attach_prices(raws, problems)
     cat = Catalog(
         gpus=_validated(Gpu, raws.gpus, problems),
         cpus=_validated(Cpu, raws.cpus, problems),

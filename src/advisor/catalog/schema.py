@@ -28,13 +28,21 @@ def _check_region(value: str) -> str:
         raise ValueError(f"{value!r} is not a region name (letters, digits, '-', '_')")
     return value
 
-NonNegFloat = Annotated[float, Field(ge=0)]
-PosFloat = Annotated[float, Field(gt=0)]
-PosInt = Annotated[int, Field(gt=0)]
+#: no catalog number is anywhere near this: a value above it is a typo or a hostile file
+#: (issue 17: GPU memory 1e300, a price of 1e309); NaN and infinities are refused by _Model
+ABSURD = 1e6
+NonNegFloat = Annotated[float, Field(ge=0, le=ABSURD)]
+PosFloat = Annotated[float, Field(gt=0, le=ABSURD)]
+PosInt = Annotated[int, Field(gt=0, le=ABSURD)]
+#: the most an hour of one instance type costs on any cloud today is ~$120 (p6e-gb200 ultra
+#: servers are sold per rack, not here); ten times that is refused as a typo
+MAX_USD_PER_HOUR = 1000.0
+UsdPerHour = Annotated[float, Field(ge=0, le=MAX_USD_PER_HOUR)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True,
+                              allow_inf_nan=False)
 
 
 class Provenance(_Model):
@@ -79,8 +87,9 @@ class Gpu(_Model):
     architecture: str | None = None
     aliases: list[str] = Field(default_factory=list)
     form_factor: Literal["sxm", "pcie", "oam", "nvl"] | None = None
-    #: physical memory as marketed (the vendors' "80 GB" HBM is 80 GiB of DRAM)
-    memory_gib: PosFloat
+    #: physical memory as marketed (the vendors' "80 GB" HBM is 80 GiB of DRAM); the largest
+    #: GPU sold today has 288 GB: 2 TiB is refused as a typo
+    memory_gib: Annotated[float, Field(gt=0, le=2048)]
     #: total memory the driver reports (nvidia-smi "MiB"), after ECC and reservations
     usable_memory_mib: PosInt | None = None
     memory_type: str | None = None
@@ -143,7 +152,8 @@ class Cpu(_Model):
 
 class InstanceGpu(_Model):
     model: str
-    count: PosInt
+    #: the largest single instance sold today has 8 GPUs (16 on a2-megagpu-16g)
+    count: Annotated[int, Field(gt=0, le=128)]
 
 
 class InstanceCpu(_Model):
@@ -208,10 +218,13 @@ class Host(_Model):
 
 
 class Price(_Model):
-    on_demand_usd_per_hour: NonNegFloat | None = None
-    spot_usd_per_hour: NonNegFloat | None = None
+    on_demand_usd_per_hour: UsdPerHour | None = None
+    spot_usd_per_hour: UsdPerHour | None = None
     region: str | None = None
+    #: the date of the price source (its snapshot or publication date), not of reading it
     as_of: dt.date | None = None
+    #: where the price comes from (catalogs/prices/sources.yaml), for a row of the price files
+    source: str | None = None
 
     @field_validator("region")
     @classmethod
@@ -223,7 +236,15 @@ class Price(_Model):
         priced = self.on_demand_usd_per_hour is not None or self.spot_usd_per_hour is not None
         if priced and (self.region is None or self.as_of is None):
             raise ValueError("a price needs its region and as_of date")
+        if (self.spot_usd_per_hour is not None and self.on_demand_usd_per_hour is not None
+                and self.spot_usd_per_hour >= self.on_demand_usd_per_hour):
+            raise ValueError(f"spot ${self.spot_usd_per_hour}/h is not below on-demand "
+                             f"${self.on_demand_usd_per_hour}/h: an anomaly of the source, "
+                             "not a price to rank on")
         return self
+
+    def usd(self, spot: bool) -> float | None:
+        return self.spot_usd_per_hour if spot else self.on_demand_usd_per_hour
 
 
 class InstanceType(_Model):
@@ -232,8 +253,8 @@ class InstanceType(_Model):
     provider: str
     name: str
     family: str | None = None
-    vcpus: PosInt
-    memory_gib: PosFloat | None = None
+    vcpus: Annotated[int, Field(gt=0, le=4096)]
+    memory_gib: Annotated[float, Field(gt=0, le=65536)] | None = None
     gpu: InstanceGpu
     cpu: InstanceCpu = Field(default_factory=InstanceCpu)
     numa: Numa = Field(default_factory=Numa)
@@ -242,11 +263,32 @@ class InstanceType(_Model):
     network_gbps: PosFloat | None = None
     #: the inter-node fabric; None where no source states it
     fabric: Fabric | None = None
+    #: the reference price (shown when no region is asked): see catalogs/prices/README.md
     price: Price = Field(default_factory=Price)
+    #: region -> its price, from catalogs/prices/<provider>.csv (and the reference price)
+    prices: dict[str, Price] = Field(default_factory=dict)
     regions: list[str] = Field(default_factory=list)
     sources: Sources
 
     _name = field_validator("name")(_check_name)
+
+    @model_validator(mode="after")
+    def _prices_keyed_by_their_region(self) -> InstanceType:
+        for region, p in self.prices.items():
+            if p.region != region:
+                raise ValueError(f"prices[{region!r}] says region {p.region!r}")
+        return self
+
+    def price_in(self, regions: list[str] | None, spot: bool = False) -> Price | None:
+        """The price to rank on: the reference price when no region is asked, else the lowest
+        of the asked regions' prices of that kind; None where none of them has one (a price
+        is never borrowed from another region)."""
+        if not regions:
+            return self.price if self.price.usd(spot) is not None else None
+        rows = [self.prices.get(r) or (self.price if self.price.region == r else None)
+                for r in regions]
+        priced = [p for p in rows if p is not None and p.usd(spot) is not None]
+        return min(priced, key=lambda p: (p.usd(spot), p.region or "")) if priced else None
     _src = field_validator("sources")(_check_sources)
 
     @field_validator("regions")

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.catalog import Catalog
-from advisor.catalog.schema import InstanceType
+from advisor.catalog.schema import InstanceType, Price
 from advisor.core import host as hostmod
 from advisor.core.confidence import Confidence, combine
 from advisor.core.engine import EngineProfile
@@ -179,14 +179,19 @@ class _Ranker:
 
     # -- filters ------------------------------------------------------------------------
     def price(self, inst: InstanceType) -> tuple[float | None, str, str | None]:
-        p = inst.price
-        if self.cons.spot:
-            if p.spot_usd_per_hour is None:
-                return None, "no spot price in the catalog", None
-            return p.spot_usd_per_hour, "spot", p.region
-        if p.on_demand_usd_per_hour is None:
-            return None, "no on-demand price in the catalog", None
-        return p.on_demand_usd_per_hour, "on-demand", p.region
+        """(USD per hour, kind or why there is none, region) of the price this offer is ranked
+        on: with --region, the lowest of those regions' own prices, never another region's."""
+        spot = self.cons.spot
+        kind = "spot" if spot else "on-demand"
+        p = inst.price_in(self.cons.regions or None, spot)
+        if p is None:
+            where = f" in {','.join(self.cons.regions)}" if self.cons.regions else ""
+            return None, f"no {kind} price in the catalog{where}", None
+        return p.usd(spot), kind, p.region
+
+    def price_row(self, inst: InstanceType) -> Price:
+        """The catalog row behind :meth:`price` (its date and region)."""
+        return inst.price_in(self.cons.regions or None, self.cons.spot) or inst.price
 
     def constraint_reason(self, inst: InstanceType) -> tuple[str, str] | None:
         """(what excluded it, why) or None when the offer passes every filter."""
@@ -196,11 +201,13 @@ class _Ranker:
                                   f"{','.join(c.providers)}")
         if c.regions and not (set(c.regions) & set(inst.regions or [inst.price.region or ""])):
             return "--region", f"not offered in {','.join(c.regions)}"
-        if c.regions and inst.price.region not in c.regions:
+        if c.regions and inst.price_in(c.regions, c.spot) is None:
             # a price from another region is not this region's price: ranking on it would
-            # compare a guess with facts (the catalog prices each type in one region today)
-            return "--region", (f"no price in {','.join(c.regions)} (the catalog prices it in "
-                                f"{inst.price.region or 'no region'})")
+            # compare a guess with facts
+            priced = sorted(r for r, p in inst.prices.items() if p.usd(c.spot) is not None)
+            return "--region", (f"no {'spot' if c.spot else 'on-demand'} price in "
+                                f"{','.join(c.regions)} (the catalog prices it in "
+                                f"{', '.join(priced) or inst.price.region or 'no region'})")
         if self.gpu_ids is not None and inst.gpu.model not in self.gpu_ids:
             return "--gpu", f"GPU {inst.gpu.model} not in --gpu {','.join(c.gpus)}"
         if inst.gpu.model not in self.cat.gpus:
@@ -458,13 +465,14 @@ class _Ranker:
             # shown, never weighted: no public measurement ties it to vLLM's speed (issue 15)
             risks.append(f"host CPU is an older generation ({codename})")
         price_kind = "spot" if self.cons.spot else "on-demand"
-        reasons.append(f"{price_kind} price from {inst.price.as_of}, {inst.price.region}")
+        row = self.price_row(inst)
+        reasons.append(f"{price_kind} price from {row.as_of}, {row.region}")
         if self.cons.spot:
             risks.append("spot capacity can be reclaimed at short notice")
         return Recommendation(
-            provider=inst.provider, instance=inst.name, region=inst.price.region,
+            provider=inst.provider, instance=inst.name, region=row.region,
             usd_per_hour=usd, price_kind=price_kind,
-            price_as_of=str(inst.price.as_of) if inst.price.as_of else None,
+            price_as_of=str(row.as_of) if row.as_of else None,
             gpu=inst.gpu.model, gpu_count=inst.gpu.count, plan=plan, fit=f, perf=perf,
             instance_output_tokens_per_s=round(tps, 1),
             usd_per_million_output_tokens=round(usd_m, 4),
