@@ -142,7 +142,7 @@ def test_probe_on_an_undocumented_instance_quotes_the_map(tmp_path):
     root = make_sysfs(tmp_path, {0: "0-95", 1: "96-191"}, EIGHT)
     path = tmp_path / "topology.json"
     path.write_text(probe(root).model_dump_json())
-    t = make_ticket("aws:p5.48xlarge", probe=path)
+    t = make_ticket("aws:p5e.48xlarge", probe=path)  # no published map (p5's is inferred)
     golden("probe-undocumented.md", t.render("markdown"))
     q = next(q for q in t.questions if q.topic == "probe:gpu-node-unknown")
     assert "GPU0→0" in q.text and "GPU7→1" in q.text

@@ -26,7 +26,8 @@ CORE_ALLOWED = ("advisor.core", "advisor.core.defaults")
 COMMANDS = ["fit", "perf", "recommend", "plan", "topology", "render", "provision", "status",
             "down", "ticket", "catalog", "models"]
 SUBCOMMANDS = [["catalog", "list"], ["catalog", "show"], ["catalog", "validate"],
-               ["catalog", "refresh"], ["models", "list"], ["models", "show"]]
+               ["catalog", "refresh"], ["catalog", "topology"], ["models", "list"],
+               ["models", "show"]]
 
 
 def _modules_after(code: str, env: dict[str, str] | None = None) -> list[str]:

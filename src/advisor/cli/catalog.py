@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from advisor.cli import output as out
+from advisor.cli.catalog_topology import topology_cmd
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, with_cloud_options
 from advisor.clouds.registry import CLOUDS, EXAMPLE_INSTANCE
 
@@ -181,3 +182,6 @@ def refresh_cmd(
         out.line(f"  ? {name} not listed by the API in these regions (kept)")
     for s in report.skipped:
         out.line(f"  - {s}")
+
+
+app.command("topology")(topology_cmd)
