@@ -56,10 +56,15 @@ def test_constraints_filter():
                              max_usd_per_hour=20)
     assert recs and {r.provider for r in recs} == {"azure"}
     assert all(r.gpu.startswith("A100") and r.usd_per_hour <= 20 for r in recs)
-    spot = advisor.recommend("llama-3-8b", 8192, providers=["aws"], spot=True)
-    assert all(r.price_kind == "spot" for r in spot)
-    assert all(r.usd_per_hour == CAT.instance(f"aws:{r.instance}").price.spot_usd_per_hour
+    # spot: only GCP's price source states dated spot prices today (catalogs/prices)
+    spot = advisor.recommend("llama-3-8b", 8192, providers=["gcp"], spot=True)
+    assert spot and all(r.price_kind == "spot" for r in spot)
+    assert all(r.usd_per_hour == CAT.instance(f"gcp:{r.instance}").price.spot_usd_per_hour
                for r in spot)
+    _, rejected = advisor.recommend("llama-3-8b", 8192, providers=["aws"], spot=True,
+                                    with_rejected=True)
+    assert rejected and all(x.by in ("no price", "--provider") for x in rejected
+                            if x.provider == "aws")
 
 
 def test_latency_limit_and_objective():
@@ -121,15 +126,27 @@ def test_lengths_must_fit_the_context():
 
 
 def test_region_is_priced_there_or_rejected():
-    """--region ranks only offers priced in that region; the others say why (issue 15)."""
+    """--region ranks each offer on that region's own price (catalogs/prices), never another
+    region's; an offer sold there without a price there says where it is priced (issue 17)."""
     import pytest
 
     from advisor.errors import UserInputError
 
-    recs, rejected = advisor.recommend("llama-3-8b", 8192, regions=["us-east-1"],
-                                       with_rejected=True)
-    assert recs and all(r.region == "us-east-1" for r in recs)
-    priced_elsewhere = [r for r in rejected if "no price in us-east-1" in r.reason]
-    assert priced_elsewhere  # offered there (or unknown), but priced in another region
+    cat = advisor.load_catalog()
+    for region in ("us-west-2", "eu-west-1"):
+        recs, rejected = advisor.recommend("llama-3-8b", 8192, regions=[region],
+                                           with_rejected=True)
+        assert recs and all(r.region == region for r in recs)
+        for r in recs:
+            row = cat.instance(f"{r.provider}:{r.instance}").prices[region]
+            assert r.usd_per_hour == row.on_demand_usd_per_hour
+            assert r.price_as_of == str(row.as_of)
+        sold_unpriced = [i for i in cat.instances.values()
+                         if region in i.regions and region not in i.prices
+                         and i.price.region != region]
+        for i in sold_unpriced:
+            why = next(x for x in rejected if f"{x.provider}:{x.instance}" == i.key)
+            assert why.by == "--region" and f"no on-demand price in {region}" in why.reason
+    # a region where nothing in the catalog is sold
     with pytest.raises(UserInputError, match="excluded by --region"):
-        advisor.recommend("llama-3-8b", 8192, regions=["ap-south-2"])
+        advisor.recommend("llama-3-8b", 8192, regions=["xx-nowhere-1"])

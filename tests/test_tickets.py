@@ -91,6 +91,20 @@ def test_azure_intel_host_states_the_documented_map():
     assert "SNC" in numa.text and "NPS" not in numa.text  # Intel Xeon: sub-NUMA clustering
 
 
+def test_an_inferred_map_is_stated_and_asked_to_confirm():
+    """AWS's p5 topology file lists PCIe switches, not GPUs: the catalog's map is inferred
+    (issue 17). The ticket states it with that confidence and asks the provider to confirm it;
+    p4d's file names the GPUs: stated, not asked."""
+    t = make_ticket("aws:p5.48xlarge")
+    gmap = next(f for f in t.facts if f.topic == "gpu-numa")
+    assert gmap.confidence == "inferred" and "aws-ofi-nccl" in gmap.source
+    q = next(q for q in t.questions if q.topic == "gpu-numa")
+    assert q.text.startswith("We inferred this GPU-to-NUMA map") and "GPU4→1" in q.text
+    documented = make_ticket("aws:p4d.24xlarge")
+    assert "gpu-numa" not in topics(documented)
+    assert next(f for f in documented.facts if f.topic == "gpu-numa").confidence == "documented"
+
+
 def test_undocumented_instance_asks_everything():
     t = make_ticket("aws:g6e.12xlarge")
     golden("aws-g6e.12xlarge.md", t.render("markdown"))

@@ -225,3 +225,31 @@ def test_absurd_gpu_memory_is_refused(make_catalog):
         """}))
     assert [(p.entry, p.field) for p in problems] == [("L4", "memory_gib")], _msgs(problems)
     assert "less than or equal to 2048" in problems[0].message
+
+
+def test_bundled_price_rows_all_reach_their_types_and_agree_with_the_reference_price():
+    """Every row of catalogs/prices/*.csv is attached (none set aside as unsold), every price
+    the catalog ranks on carries the date of its source, and an instance file's own reference
+    price says what its region's row says."""
+    import csv
+
+    from advisor import load_catalog
+    from advisor.catalog.loader import bundled_dir
+
+    cat = load_catalog()
+    rows = 0
+    for path in sorted((bundled_dir() / "prices").glob("*.csv")):
+        for r in csv.DictReader(path.open()):
+            rows += 1
+            inst = cat.instance(f"{path.stem}:{r['instance']}")
+            p = inst.prices[r["region"]]
+            assert str(p.as_of) == r["as_of"], (inst.key, r["region"])
+            if inst.price.region == r["region"]:
+                assert inst.price.on_demand_usd_per_hour == (
+                    float(r["on_demand_usd_per_hour"]) if r["on_demand_usd_per_hour"] else None
+                ), inst.key
+    assert rows > 1000
+    for inst in cat.instances.values():
+        for p in [inst.price, *inst.prices.values()]:
+            if p.usd(False) is not None or p.usd(True) is not None:
+                assert p.as_of is not None and p.region in inst.regions, inst.key

@@ -221,7 +221,7 @@ def test_multi_node_group_in_one_zone(fake, tmp_path):
     fake.fail_workers["us-east4-a"] = EXHAUSTED  # the head fits in zone a, its worker does not
     store = Store(tmp_path / "s.db")
     res = provision("llama-3.1-405b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
-                    instance="gcp:a3-highgpu-8g", name="big",
+                    instance="gcp:a3-highgpu-8g", name="big", regions=["us-east4"],
                     providers={"gcp": gcp(fake)}, store=store)
     assert res.nodes == 2 and res.zone == "us-east4-b"
     assert [a.outcome for a in res.attempts] == ["capacity", "launched"]

@@ -95,6 +95,9 @@ def key(dirs: Sequence[Path]) -> bytes:
     here = Path(__file__).resolve().parent
     for name in _SOURCES:
         _add_file(h, f"<advisor>/{name}", here / name)
+    for cloud in sorted((here.parent / "clouds").glob("*/__init__.py")):
+        # each cloud's descriptor names its reference region, which picks reference prices
+        _add_file(h, f"<advisor>/clouds/{cloud.parent.name}", cloud)
     for i, d in enumerate(dirs):
         root = d.resolve()
         h.update(f"\0dir {i}\0{root}\0".encode())

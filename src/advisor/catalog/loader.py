@@ -384,6 +384,7 @@ def _attach_prices(raws: _Collected, problems: list[Problem]) -> None:
     (a price written in the instance file, e.g. a negotiated one, wins for its region)."""
     from advisor.catalog import prices
 
+    unsold: set[tuple[str, str]] = set()
     for row in raws.price_rows:
         key = f"{row.provider}:{row.instance}"
         raw = raws.instances.get(key)
@@ -393,9 +394,14 @@ def _attach_prices(raws: _Collected, problems: list[Problem]) -> None:
             continue
         regions = raw.data.get("regions")
         if isinstance(regions, list) and regions and row.region not in regions:
-            problems.append(Problem(row.file, f"line {row.line}", "region",
-                                    f"{row.instance} is not sold in {row.region} (its regions "
-                                    "list does not name it)"))
+            unsold.add((key, row.region))
+            # a layer that lists the type's regions anew (a user's own list, a refresh that
+            # found the type gone from a region) sets aside the other layers' rows there; a
+            # row of the same layer as the list contradicts it
+            if Path(row.file).parts[:1] == Path(raw.file).parts[:1]:
+                problems.append(Problem(row.file, f"line {row.line}", "region",
+                                        f"{row.instance} is not sold in {row.region} (its "
+                                        "regions list does not name it)"))
     gpu_of: dict[tuple[str, str], tuple[str, int]] = {}
     for raw in raws.instances.values():
         gpu = _mapping(raw.data.get("gpu"))
@@ -409,7 +415,7 @@ def _attach_prices(raws: _Collected, problems: list[Problem]) -> None:
         if raw is None:
             continue
         data = dict(raw.data)
-        table = dict(by_region)
+        table = {r: p for r, p in by_region.items() if (key, r) not in unsold}
         own = _mapping(data.get("price"))
         if own.get("on_demand_usd_per_hour") is None and own.get("spot_usd_per_hour") is None:
             ref = prices.reference(str(data.get("provider")), table)

@@ -27,9 +27,6 @@ MAX_USD_PER_HOUR = 1000.0
 #: columns of a price file, in this order
 COLUMNS = ("instance", "region", "on_demand_usd_per_hour", "spot_usd_per_hour", "as_of",
            "source")
-#: the region whose row is a type's reference price, per provider; a type not sold there
-#: takes its lowest on-demand row
-REFERENCE_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 #: a per-GPU on-demand price this many times above or below the median per-GPU price of the
 #: same GPU model on the same cloud and region is refused as an anomaly. Sizes of one family
 #: differ by their CPU and memory share: the widest real spread in AWS's 2026-01-21 list is
@@ -215,12 +212,23 @@ def as_price(row: Row, sources: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "source": str(src.get("source") or row.source)}
 
 
+def _reference_region(provider: str) -> str | None:
+    """The cloud's reference region (its CloudInfo); None for a private provider."""
+    from advisor.clouds import registry
+
+    if provider not in registry.CLOUDS:
+        return None
+    return registry.info(provider).reference_region
+
+
 def reference(provider: str, prices: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The reference row among one type's region rows (raw data), or None without any."""
+    """The reference row among one type's region rows (raw data), or None without any: the
+    cloud's reference region's row, else (a type not sold there, a private provider) the
+    lowest on-demand row."""
     if not prices:
         return None
-    ref = REFERENCE_REGION.get(provider)
-    if ref in prices:
+    ref = _reference_region(provider)
+    if ref is not None and ref in prices:
         return prices[ref]
     priced = [p for p in prices.values() if p.get("on_demand_usd_per_hour") is not None]
     pool = priced or list(prices.values())

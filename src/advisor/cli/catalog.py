@@ -92,15 +92,40 @@ def show(
         ("GPU NUMA nodes", out.fmt(n["gpu_nodes"])),
         ("PCIe", out.fmt(view["pcie_gen"] and f"Gen{view['pcie_gen']}")),
         ("network", out.fmt(view["network_gbps"], " Gbps")),
+        ("fabric", _fabric(view["fabric"])),
+        ("PCIe switches", _switches(view["host"].get("pcie_switches"))),
         ("on-demand", out.fmt(p["on_demand_usd_per_hour"], " $/h")
             + f" ({out.fmt(p['region'])}, {out.fmt(p['as_of'])})"),
         ("spot", out.fmt(p["spot_usd_per_hour"], " $/h")),
         ("regions", ", ".join(view["regions"]) or "—"),
     ])
+    if view["prices"]:
+        out.line()
+        out.table(["region", out.Col("on-demand $/h", num=True),
+                   out.Col("spot $/h", num=True), "as of"],
+                  ([r, out.fmt(q["on_demand_usd_per_hour"]), out.fmt(q["spot_usd_per_hour"]),
+                    out.fmt(q["as_of"])] for r, q in sorted(view["prices"].items())),
+                  title="prices per region (dates are the price sources' own)")
     out.line()
-    out.table(["fact", out.Col("source", wrap=True), "as of", "confidence"],
-              ([k, s["source"], s["as_of"], s["confidence"]] for k, s in view["sources"].items()),
+    out.table(["fact", out.Col("source", wrap=True), "as of", "confidence",
+               out.Col("note", wrap=True)],
+              ([k, s["source"], s["as_of"], s["confidence"], s.get("note") or ""]
+               for k, s in view["sources"].items()),
               title="sources")
+
+
+def _fabric(fabric: dict[str, object] | None) -> str:
+    if not fabric:
+        return "not stated"
+    gbps = fabric.get("gbps")
+    return f"{fabric['kind']}" + (f", {out.fmt(gbps, ' Gbps')}" if gbps else "")
+
+
+def _switches(switches: list[dict[str, object]] | None) -> str:
+    if not switches:
+        return "not stated"
+    return "; ".join(f"GPUs {sw.get('gpus')}" + (f" + NICs {sw.get('nics')}" if sw.get("nics")
+                                                 else "") for sw in switches)
 
 
 @app.command("validate")

@@ -67,3 +67,6 @@ class CloudInfo:
     sdk: str
     key_scheme: KeyScheme
     options: tuple[CloudOption, ...] = field(default_factory=tuple)
+    #: the region whose price is a type's reference price (catalogs/prices/README.md): the
+    #: provider's first and largest region, where its public price lists start
+    reference_region: str | None = None

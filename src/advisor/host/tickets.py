@@ -182,7 +182,22 @@ class _Builder:
         nodes = inst.numa.gpu_nodes
         word = self.word
         examples, setting = _domain_term(self.vendor)
-        if not skip_gpu_map and not (nodes and all(x is not None for x in nodes)):
+        complete = bool(nodes) and all(x is not None for x in nodes or [])
+        inferred = complete and self.prov("numa.gpu_nodes").confidence == "inferred"
+        if not skip_gpu_map and inferred:
+            # a map read off a file that names only PCIe switches (AWS's p5/g5 topology files)
+            # or a sibling size: stated above as a fact of that confidence, and asked to confirm
+            self.ask("gpu-numa",
+                     f"We inferred this GPU-to-NUMA map (nvidia-smi order) from the source "
+                     f"named above, which does not state it directly: {_map(nodes or [])}. Is "
+                     f"it right, and the same on every host of this {word}? If not, which "
+                     "NUMA node does each GPU attach to?",
+                     "vLLM's worker for a GPU should run, and allocate its pinned host "
+                     "buffers, on that GPU's node (numactl --cpunodebind/--membind); a wrong "
+                     "node sends every host-to-device copy across the inter-socket link.",
+                     commands=["nvidia-smi topo -m",
+                               "cat /sys/bus/pci/devices/*/numa_node (for the GPUs' bus ids)"])
+        elif not skip_gpu_map and not complete:
             partly = (f" (published so far: {_map(nodes)})" if nodes else "")
             self.ask("gpu-numa",
                      f"Which NUMA node does each of the {n} GPU(s) attach to, in nvidia-smi "

@@ -8,4 +8,5 @@ from advisor.clouds.info import CloudInfo
 
 CLOUD = CloudInfo(name="aws", title="AWS (Amazon EC2)", product_word="instance type",
                   backend="advisor.clouds.aws.compute:AwsProvider", extra="aws", sdk="boto3",
-                  key_scheme=KEY_SCHEME, options=OPTIONS)
+                  key_scheme=KEY_SCHEME, options=OPTIONS,
+                  reference_region="us-east-1")

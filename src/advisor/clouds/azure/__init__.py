@@ -9,4 +9,5 @@ from advisor.clouds.info import CloudInfo
 
 CLOUD = CloudInfo(name="azure", title="Microsoft Azure", product_word="VM size",
                   backend="advisor.clouds.azure.compute:AzureProvider", extra="azure",
-                  sdk="azure-mgmt-compute", key_scheme=KEY_SCHEME, options=OPTIONS)
+                  sdk="azure-mgmt-compute", key_scheme=KEY_SCHEME, options=OPTIONS,
+                  reference_region="eastus")

@@ -9,4 +9,5 @@ from advisor.clouds.info import CloudInfo
 
 CLOUD = CloudInfo(name="gcp", title="Google Cloud (Compute Engine)", product_word="machine type",
                   backend="advisor.clouds.gcp.compute:GcpProvider", extra="gcp",
-                  sdk="google-cloud-compute", key_scheme=KEY_SCHEME, options=OPTIONS)
+                  sdk="google-cloud-compute", key_scheme=KEY_SCHEME, options=OPTIONS,
+                  reference_region="us-central1")
