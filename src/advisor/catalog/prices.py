@@ -172,17 +172,17 @@ def anomalies(rows: list[Row], gpu_of: dict[tuple[str, str], tuple[str, int]]
     for r in seen.values():
         if r.on_demand is not None and r.on_demand > 0:
             by_type[(r.provider, r.instance)].append(r)
-    for items in by_type.values():
-        if len(items) < 3:
+    for regional in by_type.values():
+        if len(regional) < 3:
             continue
-        mid = statistics.median(r.on_demand or 0.0 for r in items)
-        for r in items:
+        mid = statistics.median(r.on_demand or 0.0 for r in regional)
+        for r in regional:
             v = r.on_demand or 0.0
             if v > mid * REGION_FACTOR or v < mid / REGION_FACTOR:
                 out.append(PriceProblem(
                     r.file, f"line {r.line}", "on_demand_usd_per_hour",
                     f"{r.instance} in {r.region}: ${v:g}/h is more than {REGION_FACTOR:g}x "
-                    f"from the median ${mid:g}/h of its {len(items)} regions: an anomaly of "
+                    f"from the median ${mid:g}/h of its {len(regional)} regions: an anomaly of "
                     "the source, not copied"))
     groups: dict[tuple[str, str, str], list[tuple[float, Row]]] = defaultdict(list)
     for r in seen.values():
