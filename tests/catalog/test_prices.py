@@ -253,3 +253,17 @@ def test_bundled_price_rows_all_reach_their_types_and_agree_with_the_reference_p
         for p in [inst.price, *inst.prices.values()]:
             if p.usd(False) is not None or p.usd(True) is not None:
                 assert p.as_of is not None and p.region in inst.regions, inst.key
+
+
+def test_a_users_price_rows_replace_ours_for_their_region(make_catalog):
+    """A user layer's prices/aws.csv (a negotiated price) may name our sources and replaces our
+    row for that type and region; it is neither a duplicate nor measured against our rows."""
+    from advisor import load_catalog, validate_catalog
+
+    d = make_catalog({"prices/aws.csv": HEADER.replace("\n", "") + "\n"
+                      "p5.48xlarge,us-west-2,20.0,,2026-11-01,aws-vantage-2026-01-21\n"})
+    assert validate_catalog(d) == []
+    ours = load_catalog().instance("aws:p5.48xlarge").prices["us-west-2"]
+    mine = load_catalog([d]).instance("aws:p5.48xlarge").prices["us-west-2"]
+    assert ours.on_demand_usd_per_hour != 20.0
+    assert (mine.on_demand_usd_per_hour, str(mine.as_of)) == (20.0, "2026-11-01")

@@ -112,6 +112,8 @@ class _Collected:
     #: "provider:name" -> region -> the raw price of that region (a later layer's row wins)
     prices: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     price_rows: list[Any] = field(default_factory=list)
+    #: source key -> its entry, over every layer read so far (a user's rows may name ours)
+    price_sources: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def bundled_dir() -> Path:
@@ -263,7 +265,9 @@ def _collect_dir(root: Path, into: _Collected, problems: list[Problem]) -> None:
     from advisor.catalog import prices
 
     rows, sources, price_problems = prices.read_dir(
-        root, lambda p: _display(p, root), lambda p: _read_yaml(p, root, problems))
+        root, lambda p: _display(p, root), lambda p: _read_yaml(p, root, problems),
+        into.price_sources)
+    into.price_sources.update(sources)
     problems.extend(Problem(p.file, p.entry, p.field, p.message) for p in price_problems)
     for row in rows:
         into.prices.setdefault(f"{row.provider}:{row.instance}", {})[row.region] = \

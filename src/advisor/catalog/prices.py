@@ -71,12 +71,14 @@ def _number(text: str, what: str) -> float | None:
 
 
 def read_dir(root: Path, shown: Callable[[Path], str],
-             load_yaml: Callable[[Path], Any]) -> tuple[list[Row], dict[str, dict[str, Any]],
-                                                        list[PriceProblem]]:
-    """(rows, sources, problems) of ``root/prices``; nothing when the folder is absent."""
+             load_yaml: Callable[[Path], Any],
+             known: dict[str, dict[str, Any]] | None = None
+             ) -> tuple[list[Row], dict[str, dict[str, Any]], list[PriceProblem]]:
+    """(rows, sources, problems) of ``root/prices``; nothing when the folder is absent.
+    ``known``: the sources of the layers below, which this layer's rows may name too."""
     folder = root / "prices"
     rows: list[Row] = []
-    sources: dict[str, dict[str, Any]] = {}
+    sources: dict[str, dict[str, Any]] = dict(known or {})
     problems: list[PriceProblem] = []
     if not folder.is_dir():
         return rows, sources, problems
@@ -160,18 +162,22 @@ def anomalies(rows: list[Row], gpu_of: dict[tuple[str, str], tuple[str, int]]
     :data:`SIBLING_FACTOR` from the median of the same GPU model, cloud and region.
     (Spot at or above on-demand is refused by the Price model itself.)"""
     out: list[PriceProblem] = []
-    seen: dict[tuple[str, str, str], Row] = {}
+    seen: dict[tuple[str, str, str, str], Row] = {}
     for r in rows:
-        k = (r.provider, r.instance, r.region)
+        # twice in one file is a mistake; a later layer's row for the same type and region
+        # (a negotiated price) replaces the bundled one instead
+        k = (r.file, r.provider, r.instance, r.region)
         if k in seen:
             out.append(PriceProblem(r.file, f"line {r.line}", None,
                                     f"{r.instance} in {r.region} is priced twice (also line "
                                     f"{seen[k].line})"))
         seen[k] = r
-    by_type: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    # the factor checks compare each file's rows with that file's own: they find anomalies of
+    # a source, and a user's few rows of their own prices are not measured against ours
+    by_type: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
     for r in seen.values():
         if r.on_demand is not None and r.on_demand > 0:
-            by_type[(r.provider, r.instance)].append(r)
+            by_type[(r.file, r.provider, r.instance)].append(r)
     for regional in by_type.values():
         if len(regional) < 3:
             continue
@@ -184,13 +190,13 @@ def anomalies(rows: list[Row], gpu_of: dict[tuple[str, str], tuple[str, int]]
                     f"{r.instance} in {r.region}: ${v:g}/h is more than {REGION_FACTOR:g}x "
                     f"from the median ${mid:g}/h of its {len(regional)} regions: an anomaly of "
                     "the source, not copied"))
-    groups: dict[tuple[str, str, str], list[tuple[float, Row]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str], list[tuple[float, Row]]] = defaultdict(list)
     for r in seen.values():
         g = gpu_of.get((r.provider, r.instance))
         if g is None or r.on_demand is None or r.on_demand <= 0:
             continue
-        groups[(r.provider, g[0], r.region)].append((r.on_demand / g[1], r))
-    for (_, model, region), items in groups.items():
+        groups[(r.file, r.provider, g[0], r.region)].append((r.on_demand / g[1], r))
+    for (_, _, model, region), items in groups.items():
         if len(items) < 3:
             continue
         mid = statistics.median(v for v, _ in items)
