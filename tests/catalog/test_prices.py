@@ -267,3 +267,25 @@ def test_a_users_price_rows_replace_ours_for_their_region(make_catalog):
     mine = load_catalog([d]).instance("aws:p5.48xlarge").prices["us-west-2"]
     assert ours.on_demand_usd_per_hour != 20.0
     assert (mine.on_demand_usd_per_hour, str(mine.as_of)) == (20.0, "2026-11-01")
+
+
+def test_the_later_layer_wins_between_a_price_block_and_a_price_row(make_catalog):
+    """Our instance file's reference price (us-east-1) gives way to a user's us-east-1 row;
+    a user's price block gives way to nothing below it."""
+    from advisor import load_catalog
+
+    row = make_catalog({"prices/aws.csv": HEADER.replace("\n", "") + "\n"
+                        "p5.48xlarge,us-east-1,30.0,,2026-11-01,aws-vantage-2026-01-21\n"})
+    p5 = load_catalog([row]).instance("aws:p5.48xlarge")
+    assert p5.price.on_demand_usd_per_hour == 30.0 and p5.prices["us-east-1"].as_of.year == 2026
+    assert str(p5.price.as_of) == "2026-11-01"
+    block = make_catalog({"instances/aws.yaml": """
+        provider: aws
+        instances:
+          - name: p5.48xlarge
+            price: {on_demand_usd_per_hour: 31.5, region: us-west-2, as_of: 2026-11-02}
+    """})
+    p5 = load_catalog([block]).instance("aws:p5.48xlarge")
+    assert (p5.price.region, p5.price.on_demand_usd_per_hour) == ("us-west-2", 31.5)
+    assert p5.prices["us-west-2"].on_demand_usd_per_hour == 31.5
+    assert p5.price_in(["us-west-2"]).on_demand_usd_per_hour == 31.5

@@ -114,6 +114,11 @@ class _Collected:
     price_rows: list[Any] = field(default_factory=list)
     #: source key -> its entry, over every layer read so far (a user's rows may name ours)
     price_sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the layer being read (0 = the bundled catalog), the layer of each price row
+    #: ("provider:name", region) and of each instance file's last ``price`` block
+    layer: int = -1
+    row_layer: dict[tuple[str, str], int] = field(default_factory=dict)
+    price_layer: dict[str, int] = field(default_factory=dict)
 
 
 def bundled_dir() -> Path:
@@ -222,6 +227,7 @@ def _collect_dir(root: Path, into: _Collected, problems: list[Problem]) -> None:
         return
     seen: dict[str, set[str]] = {"gpus": set(), "cpus": set(), "instances": set(),
                                  "models": set()}
+    into.layer += 1
 
     def keyed(items: list[Any], shown: str, kind: str, key_field: str,
               table: dict[str, _Raw], extra: dict[str, Any] | None = None) -> None:
@@ -237,6 +243,8 @@ def _collect_dir(root: Path, into: _Collected, problems: list[Problem]) -> None:
                 continue
             key = f"{item.get('provider')}:{name}" if kind == "instances" else name
             _put(table, key, _Raw(item, shown, key), seen[kind], problems)
+            if kind == "instances" and "price" in item:
+                into.price_layer[key] = into.layer
 
     for fname, kind, key_field, table in (
         ("gpus.yaml", "gpus", "id", into.gpus),
@@ -272,6 +280,7 @@ def _collect_dir(root: Path, into: _Collected, problems: list[Problem]) -> None:
     for row in rows:
         into.prices.setdefault(f"{row.provider}:{row.instance}", {})[row.region] = \
             prices.as_price(row, sources)
+        into.row_layer[(f"{row.provider}:{row.instance}", row.region)] = into.layer
     into.price_rows.extend(rows)
 
     index = root / "models" / "index.yaml"
@@ -421,12 +430,20 @@ def _attach_prices(raws: _Collected, problems: list[Problem]) -> None:
         data = dict(raw.data)
         table = {r: p for r, p in by_region.items() if (key, r) not in unsold}
         own = _mapping(data.get("price"))
-        if own.get("on_demand_usd_per_hour") is None and own.get("spot_usd_per_hour") is None:
+        own_layer = raws.price_layer.get(key, -1)
+        region = own.get("region")
+        priced = own.get("on_demand_usd_per_hour") is not None or \
+            own.get("spot_usd_per_hour") is not None
+        # the later layer wins: an instance file's price block (a negotiated price) over the
+        # rows below it, a price file's row over the instance files below it
+        if priced and isinstance(region, str) and \
+                own_layer >= raws.row_layer.get((key, region), -1):
+            table[region] = own
+        else:
             ref = prices.reference(str(data.get("provider")), table)
-            if ref is not None:
+            if ref is not None and (not priced or own_layer < max(
+                    raws.row_layer.get((key, r), -1) for r in table)):
                 data["price"] = ref
-        elif isinstance(own.get("region"), str):
-            table[own["region"]] = own
         data["prices"] = table
         raws.instances[key] = _Raw(data, raw.file, raw.label)
 
