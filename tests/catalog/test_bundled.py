@@ -77,7 +77,7 @@ def test_instance_names_follow_each_clouds_convention():
     pattern = {
         "aws": (r"^(g4dn|g5|g6|g6e|g7e|gr6|p3|p3dn|p4d|p4de|p5|p5e|p5en|p6-b200|p6-b300)"
                 r"\.(\d*x?large|metal)$"),
-        "gcp": r"^(a2|a3|a4|g2|g4)-[a-z]+-\d+g?(-nolssd)?$",
+        "gcp": r"^(a2|a3|a4|g2|g4|n1)-[a-z]+-\d+g?(-nolssd)?$",
         "azure": r"^Standard_N[CDV]\w+$",
     }
     for inst in CAT.instances.values():

@@ -189,6 +189,30 @@ def test_n1_with_a_t4_gets_guest_accelerators(fake, tmp_path, make_catalog):
         "acceleratorCount": 4}]
 
 
+@pytest.mark.parametrize("name,accelerator", [("n1-standard-8", "nvidia-tesla-t4"),
+                                              ("n1-highmem-64", "nvidia-tesla-v100")])
+def test_a_catalog_n1_entrys_gpu_resolves_to_its_accelerator_type(name, accelerator):
+    """The shipped N1 entries name their GPUs by catalog id (V100-SXM2-16GB, not V100), and
+    every GPU of an unbundled GCP type in the catalog has an accelerator type."""
+    from advisor.clouds.base import LaunchSpec
+    from advisor.clouds.gcp.compute import ACCELERATOR_TYPES, BUNDLED, instance_body
+
+    cat = advisor.load_catalog()
+    unbundled = [i for i in cat.instances.values()
+                 if i.provider == "gcp" and not i.name.startswith(BUNDLED)]
+    assert unbundled and all(i.gpu.model in ACCELERATOR_TYPES for i in unbundled)
+    assert set(ACCELERATOR_TYPES) <= set(cat.gpus)
+    it = cat.instance(f"gcp:{name}")
+    spec = LaunchSpec(deployment="n1", provider="gcp", instance_type=it.name,
+                      region=it.regions[0], gpu_model=it.gpu.model, gpu_count=it.gpu.count,
+                      vcpus=it.vcpus, user_data="#cloud-config\n", disk_gib=100, ports=[8000],
+                      api_key_ref="gcp-secret:advisor-key")
+    body = instance_body(spec, f"{it.regions[0]}-a", "sa@proj.iam.gserviceaccount.com")
+    assert body["guestAccelerators"] == [{
+        "acceleratorType": f"zones/{it.regions[0]}-a/acceleratorTypes/{accelerator}",
+        "acceleratorCount": it.gpu.count}]
+
+
 def test_every_zone_exhausted_fails_and_leaves_no_firewall(fake, tmp_path):
     fake.fail["us-central1-a"] = fake.fail["us-central1-b"] = EXHAUSTED
     store = Store(tmp_path / "s.db")

@@ -48,9 +48,12 @@ IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
          "ubuntu-accelerator-2204-amd64-with-nvidia-580")
 #: machine families whose GPUs come with the machine type (no guestAccelerators)
 BUNDLED = ("a2-", "a3-", "a4-", "a4x-", "g2-", "g4-")
-#: GPU accelerator type names for the families that attach GPUs explicitly (N1)
-ACCELERATOR_TYPES = {"T4": "nvidia-tesla-t4", "L4": "nvidia-l4", "V100": "nvidia-tesla-v100",
-                     "P100": "nvidia-tesla-p100", "A100-40GB-SXM": "nvidia-tesla-a100"}
+#: catalog GPU id (catalogs/gpus.yaml) -> GCP accelerator type, for the machine types that
+#: attach their GPUs explicitly (N1). GCP's V100 is the 16 GB SXM2 part; P100 and P4 are left
+#: out (compute capability 6.x, below vLLM's 7.0). L4 and A100 40GB come bundled with G2 and A2
+#: and are named here only so that a catalog entry of an unbundled type could resolve them.
+ACCELERATOR_TYPES = {"T4": "nvidia-tesla-t4", "V100-SXM2-16GB": "nvidia-tesla-v100",
+                     "L4": "nvidia-l4", "A100-40GB-SXM": "nvidia-tesla-a100"}
 CAPACITY = {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
             "RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "RESOURCE_NOT_FOUND_IN_ZONE"}
 QUOTA = {"QUOTA_EXCEEDED", "QUOTAEXCEEDED", "QUOTA_LIMIT_EXCEEDED", "REGION_QUOTA_EXCEEDED"}
