@@ -174,40 +174,42 @@ def anomalies(rows: list[Row], gpu_of: dict[tuple[str, str], tuple[str, int]]
         seen[k] = r
     # the factor checks compare each file's rows with that file's own: they find anomalies of
     # a source, and a user's few rows of their own prices are not measured against ours
-    by_type: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    by_type: dict[tuple[str, ...], list[tuple[float, Row]]] = defaultdict(list)
+    by_gpu: dict[tuple[str, ...], list[tuple[float, Row]]] = defaultdict(list)
     for r in seen.values():
-        if r.on_demand is not None and r.on_demand > 0:
-            by_type[(r.file, r.provider, r.instance)].append(r)
-    for regional in by_type.values():
-        if len(regional) < 3:
+        if r.on_demand is None or r.on_demand <= 0:
             continue
-        mid = statistics.median(r.on_demand or 0.0 for r in regional)
-        for r in regional:
-            v = r.on_demand or 0.0
-            if v > mid * REGION_FACTOR or v < mid / REGION_FACTOR:
-                out.append(PriceProblem(
-                    r.file, f"line {r.line}", "on_demand_usd_per_hour",
-                    f"{r.instance} in {r.region}: ${v:g}/h is more than {REGION_FACTOR:g}x "
-                    f"from the median ${mid:g}/h of its {len(regional)} regions: an anomaly of "
-                    "the source, not copied"))
-    groups: dict[tuple[str, str, str, str], list[tuple[float, Row]]] = defaultdict(list)
-    for r in seen.values():
+        by_type[(r.file, r.provider, r.instance)].append((r.on_demand, r))
         g = gpu_of.get((r.provider, r.instance))
-        if g is None or r.on_demand is None or r.on_demand <= 0:
-            continue
-        groups[(r.file, r.provider, g[0], r.region)].append((r.on_demand / g[1], r))
-    for (_, _, model, region), items in groups.items():
+        if g is not None:
+            by_gpu[(r.file, r.provider, g[0], r.region)].append((r.on_demand / g[1], r))
+    for v, mid, n, r in _outliers(by_type, REGION_FACTOR):
+        out.append(PriceProblem(
+            r.file, f"line {r.line}", "on_demand_usd_per_hour",
+            f"{r.instance} in {r.region}: ${v:g}/h is more than {REGION_FACTOR:g}x from the "
+            f"median ${mid:g}/h of its {n} regions: an anomaly of the source, not copied"))
+    for v, mid, n, r in _outliers(by_gpu, SIBLING_FACTOR):
+        model = gpu_of[(r.provider, r.instance)][0]
+        out.append(PriceProblem(
+            r.file, f"line {r.line}", "on_demand_usd_per_hour",
+            f"{r.instance} in {r.region}: ${v:.2f}/h per {model} is more than "
+            f"{SIBLING_FACTOR:g}x from the median ${mid:.2f}/h of its {n} siblings: an "
+            "anomaly of the source, not copied"))
+    return out
+
+
+def _outliers(groups: dict[tuple[str, ...], list[tuple[float, Row]]], factor: float
+              ) -> list[tuple[float, float, int, Row]]:
+    """(value, median, group size, row) of each value more than ``factor`` from its group's
+    median; groups of fewer than three say nothing."""
+    found = []
+    for items in groups.values():
         if len(items) < 3:
             continue
         mid = statistics.median(v for v, _ in items)
-        for v, r in items:
-            if v > mid * SIBLING_FACTOR or v < mid / SIBLING_FACTOR:
-                out.append(PriceProblem(
-                    r.file, f"line {r.line}", "on_demand_usd_per_hour",
-                    f"{r.instance} in {region}: ${v:.2f}/h per {model} is more than "
-                    f"{SIBLING_FACTOR:g}x from the median ${mid:.2f}/h of its {len(items)} "
-                    "siblings: an anomaly of the source, not copied"))
-    return out
+        found += [(v, mid, len(items), r) for v, r in items
+                  if v > mid * factor or v < mid / factor]
+    return found
 
 
 def as_price(row: Row, sources: dict[str, dict[str, Any]]) -> dict[str, Any]:
