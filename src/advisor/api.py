@@ -117,7 +117,11 @@ def model_config(ref: str, *, catalog: Catalog | None = None) -> tuple[str, dict
         entry = cat.model(ref)
         return entry.alias, cat.model_configs[entry.alias]
     path = Path(ref).expanduser()
-    if ref.endswith(".json") or path.exists() or "/" in ref and not _REPO_ID.match(ref):
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name too long for the file system: not a file
+        exists = False
+    if ref.endswith(".json") or exists or "/" in ref and not _REPO_ID.match(ref):
         return path.stem if path.is_file() else path.name, read_config_file(path)
     if _REPO_ID.match(ref):
         cached = find_in_hf_cache(ref)
@@ -454,8 +458,9 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                         port=port, host=host, api_key_ref="file:/placeholder",
                         gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)
     cat = catalog or load_catalog()
-    if hf_token_ref is not None:
-        check_value("api_key_ref", hf_token_ref)
+    for ref in (api_key_ref, hf_token_ref):
+        if ref is not None:
+            check_value("api_key_ref", ref)
     if model in cat.models:
         repo = cat.models[model].hf_id
     else:
@@ -466,6 +471,11 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                                     gpu_memory_utilization,
                                     {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
                                      "batch": batch, "allow_small_host": allow_small_host})
+    if api_key_ref is not None and inst.provider in CLOUDS and key_ref_for(
+            inst.provider, api_key_ref) != api_key_ref:
+        raise UserInputError(f"--api-key-ref {api_key_ref[:80]!r} is another cloud's secret "
+                             f"store; {inst.key} cannot read it",
+                             hint=f"e.g. --api-key-ref {info(inst.provider).key_scheme.example}")
     refs = secret_refs(inst.provider, api_key_ref, hf_token_ref)
     if refs is None:
         scheme = info(inst.provider).key_scheme if inst.provider in CLOUDS else None

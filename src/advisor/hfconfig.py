@@ -6,7 +6,6 @@ downloaded: advisor works offline.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -28,37 +27,37 @@ def _hf_cache_dirs() -> list[Path]:
 def find_in_hf_cache(repo_id: str) -> Path | None:
     """``config.json`` of ``owner/name`` in the local Hugging Face cache, newest snapshot."""
     folder = "models--" + repo_id.replace("/", "--")
+    if len(repo_id) > 200:  # Hugging Face repo ids are at most 96 characters a part
+        return None
     for root in _hf_cache_dirs():
         snaps = root / folder / "snapshots"
-        if snaps.is_dir():
-            hits = sorted(snaps.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
-            if hits:
-                return hits[-1]
+        try:
+            if snaps.is_dir():
+                hits = sorted(snaps.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+                if hits:
+                    return hits[-1]
+        except OSError:  # an unreadable cache is a cache without the repo
+            continue
     return None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    if path.is_dir():
-        path = path / "config.json"
+    """A config.json, bounded (:mod:`advisor.inputs`): a regular file of at most
+    :data:`MAX_CONFIG_BYTES`, JSON nested at most 64 deep, holding an object."""
+    from advisor.errors import UserInputError
+    from advisor.inputs import read_json
+
+    hint = "give a catalog alias or the config.json a Hugging Face repo ships"
     try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES or not path.is_file():
-            raise ModelConfigError(f"{path}: not a config.json ("
-                                   + (f"{size:,} bytes, more than {MAX_CONFIG_BYTES:,})"
-                                      if path.is_file() else "not a regular file)"),
-                                   hint="give the config.json a Hugging Face repo ships")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ModelConfigError(f"{path}: no such file",
-                               hint="give a catalog alias or the path of a config.json") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelConfigError(f"{path}: cannot read: {exc}") from exc
-    except RecursionError as exc:
-        raise ModelConfigError(f"{path}: nested too deeply to be a config.json") from exc
-    except ValueError as exc:
-        raise ModelConfigError(f"{path}: not valid JSON: {exc}",
-                               hint="config.json must be the JSON file a Hugging Face repo ships"
-                               ) from exc
+        if path.is_dir():
+            path = path / "config.json"
+    except (OSError, ValueError) as exc:
+        raise ModelConfigError(f"{str(path)[:120]}: cannot read: "
+                               f"{getattr(exc, 'strerror', None) or exc}", hint=hint) from exc
+    try:
+        data = read_json(path, limit=MAX_CONFIG_BYTES, what="", hint=hint)
+    except UserInputError as exc:
+        raise ModelConfigError(exc.message, hint=exc.hint) from exc
     if not isinstance(data, dict):
-        raise ModelConfigError(f"{path}: not a JSON object")
+        raise ModelConfigError(f"{str(path)[:120]}: not a JSON object", hint=hint)
     return data

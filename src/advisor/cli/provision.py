@@ -40,6 +40,33 @@ def _confirm(yes: bool) -> Any:
     return ask
 
 
+def _check_cloud_inputs(provider: str | None, instance: str | None, image: str | None,
+                        api_key_ref: str | None, hf_token_ref: str | None) -> None:
+    """Before anything is asked of a cloud: ``--image`` names an image of the deployment's
+    cloud, and a secret reference of one cloud is not given for an instance of another."""
+    from advisor.clouds.registry import check_image, info, key_ref_cloud
+
+    cloud = provider
+    if instance is not None and ":" in instance:
+        named = instance.partition(":")[0]
+        if named in CLOUDS:
+            if provider is not None and named != provider:
+                raise UserInputError(f"--instance {instance[:80]!r} is not on --provider "
+                                     f"{provider}", hint="drop one of them")
+            cloud = named
+    if image is not None:
+        check_image(image, cloud)
+    if cloud is None:
+        return
+    for flag, ref in (("--api-key-ref", api_key_ref), ("--hf-token-ref", hf_token_ref)):
+        owner = key_ref_cloud(ref) if ref is not None else None
+        if ref is not None and owner not in (None, cloud):
+            scheme = info(cloud).key_scheme
+            example = scheme.example if flag == "--api-key-ref" else scheme.token_example
+            raise UserInputError(f"{flag} {ref[:80]!r} is read from {owner}'s secret store, "
+                                 f"but the deployment goes to {cloud}", hint=f"use {example}")
+
+
 @with_cloud_options("provision")
 def provision_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help="A catalog alias or HF repo id.")],
@@ -87,6 +114,8 @@ def provision_cmd(
 ) -> None:
     """Launch the recommended instance with vLLM running NUMA-bound on it."""
     from advisor.provisioning import Question, provision
+
+    _check_cloud_inputs(provider, instance, image, api_key_ref, hf_token_ref)
 
     result = provision(
         model, ctx, provider=provider, instance=instance, regions=region, name=name, spot=spot,
@@ -164,15 +193,27 @@ def status_cmd(
 def down_cmd(
     name: Annotated[str, typer.Argument(help="The deployment to remove.")],
     yes: Yes = False,
+    all_regions: Annotated[bool, typer.Option(
+        "--all-regions", help="Search by tag in every region where the catalog sells the "
+        "deployment's types, not only those its state names (done anyway when the state has "
+        "no record of NAME).")] = False,
+    provider: Annotated[str | None, typer.Option(
+        "--provider", help="Without a record of NAME: search this cloud only (default: every "
+        "cloud whose SDK and credentials are at hand).")] = None,
     cloud_options: dict[str, dict[str, str]] | None = None,
     json: JsonFlag = False,
 ) -> None:
-    """Terminate a deployment's instances and remove its firewall rules."""
+    """Terminate a deployment's instances and remove its firewall rules (found by tag)."""
     from advisor.provisioning import down
 
     result = down(name, confirm=_confirm(yes), progress=None if json else out.progress,
-                  provider_options=cloud_options)
+                  provider_options=cloud_options, all_regions=all_regions, provider=provider)
     if json:
         out.emit_json(result.model_dump())
         return
     out.line(f"{name}: down; removed {', '.join(result.removed) or 'nothing (none left)'}")
+    if len(result.searched) > 1 or not result.removed:
+        out.line(f"searched by tag in {len(result.searched)} region(s): "
+                 f"{', '.join(result.searched) or 'none'}")
+    for miss in result.not_searched:
+        out.line(f"not searched: {miss}")

@@ -184,7 +184,7 @@ def recommend_cmd(
     allow_small_host: AllowSmallHost = False,
     max_nodes: Annotated[int, typer.Option(
         help="Most instances one replica may span (PP across them); 1: one machine.")] = 4,
-    top: Annotated[int, typer.Option(help="How many picks to show.")] = 5,
+    top: Annotated[int, typer.Option(help="How many picks to show.", min=1)] = 5,
     show_rejected: Annotated[bool, typer.Option(help="List excluded instances and why.")]
     = False,
     vllm_version: Version = DEFAULT_VLLM_VERSION,

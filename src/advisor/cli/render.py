@@ -60,8 +60,10 @@ def render_cmd(
 ) -> None:
     """Write user-data, vllm@.service, per-replica env files and the NUMA-binding launcher."""
     from advisor.api import render_files
+    from advisor.inputs import check_out_dir
     from advisor.render.cloudinit import write
 
+    check_out_dir(out_dir)  # before any work: an unusable --out is refused, nothing written
     result = render_files(model=model, ctx=ctx, instance=instance, tp=tp,
                           vllm_version=vllm_version, port=port, host=host,
                           api_key_ref=api_key_ref, hf_token_ref=hf_token_ref,

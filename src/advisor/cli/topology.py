@@ -12,14 +12,15 @@ import typer
 from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from
 from advisor.clouds.registry import EXAMPLE_INSTANCE
-from advisor.errors import UserInputError
 
 
 def _read_file(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UserInputError(f"{what} {path}: cannot read: {exc.strerror or exc}") from exc
+    """A saved printout: a regular file of at most 1 MiB (advisor.inputs)."""
+    from advisor.host.topology import MAX_PRINTOUT_BYTES
+    from advisor.inputs import read_text
+
+    return read_text(path, limit=MAX_PRINTOUT_BYTES, what=what, errors="replace",
+                     hint="save the tool's printout to a file and pass that")
 
 
 def _run_nvidia_smi() -> str | None:
@@ -50,6 +51,11 @@ def topology_cmd(
     from advisor.host.topology import compare, gpu_nodes, parse_numactl, probe
 
     smi = _read_file(nvidia_smi_topo, "--nvidia-smi-topo") if nvidia_smi_topo else None
+    if smi is not None and not smi.strip():
+        from advisor.errors import UserInputError
+
+        raise UserInputError(f"--nvidia-smi-topo {str(nvidia_smi_topo)[:120]} is empty",
+                             hint="save the output of 'nvidia-smi topo -m'")
     if smi is None and sysfs_root == Path("/"):
         smi = _run_nvidia_smi()
     topo = probe(sysfs_root, smi)

@@ -70,3 +70,7 @@ class CloudInfo:
     #: the region whose price is a type's reference price (catalogs/prices/README.md): the
     #: provider's first and largest region, where its public price lists start
     reference_region: str | None = None
+    #: how to give advisor this cloud's credentials (the hint when a call finds none)
+    credentials_hint: str = ""
+    #: what ``--image`` may name on this cloud (checked before any call)
+    image: CloudOption | None = None

@@ -93,8 +93,12 @@ def provider_file(out: Path | None, provider: str) -> tuple[Path, dict[str, Any]
     bundled catalog's."""
     name = f"instances/{provider}.yaml"
     source = out / name if out is not None and (out / name).exists() else bundled_dir() / name
+    from advisor.catalog.loader import MAX_YAML_BYTES
+    from advisor.inputs import read_text
+
     try:
-        doc = yaml.safe_load(source.read_text(encoding="utf-8")) if source.exists() else None
+        doc = (yaml.safe_load(read_text(source, limit=MAX_YAML_BYTES, what=""))
+               if source.exists() else None)
     except yaml.YAMLError as exc:
         raise CatalogError(f"cannot read it: {exc}", file=str(source)) from exc
     if doc is None:
@@ -247,14 +251,23 @@ def write(target: Path, text: str, layer: Path) -> None:
         import shutil
 
         shutil.rmtree(check, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as exc:
+        raise UserInputError(f"--out {str(layer)[:120]}: cannot write {rel}: "
+                             f"{exc.strerror or exc}; nothing written",
+                             hint="give a catalog folder in a writable place") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise UserInputError(f"--out {str(layer)[:120]}: cannot write {rel}: "
+                                 f"{exc.strerror or exc}; nothing written",
+                                 hint="give a catalog folder in a writable place") from exc
         raise
 
 
@@ -283,7 +296,24 @@ def refresh(provider: str, backend: Any, *, regions: list[str] | None = None,
     if not wanted:
         raise UserInputError(f"no region to ask the {provider} APIs about",
                              hint="pass --region R")
-    facts = backend.catalog_facts(wanted, doc)
+    import logging
+
+    # an SDK's own warnings (Azure's credential chain prints a dozen lines) go nowhere: what
+    # failed is said once, in advisor's one line
+    quiet = logging.NullHandler()
+    root = logging.getLogger()
+    root.addHandler(quiet)
+    try:
+        facts = backend.catalog_facts(wanted, doc)
+    except Exception as exc:
+        from advisor.clouds.registry import credentials_error
+
+        missing = credentials_error(provider, exc)
+        if missing is not None:
+            raise missing from exc
+        raise
+    finally:
+        root.removeHandler(quiet)
     families = {c.codename.lower(): c.family for c in cat.cpus.values()}
     # learn the API's GPU names from every entry the catalog knows (bundled and this file)
     _, bundled = provider_file(None, provider)

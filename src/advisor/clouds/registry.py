@@ -12,6 +12,7 @@ Importing this module imports no cloud SDK: :func:`info` loads a cloud's small d
 from __future__ import annotations
 
 import importlib
+import re
 from typing import TYPE_CHECKING, Any
 
 from advisor.clouds.info import CloudInfo, CloudOption
@@ -124,3 +125,32 @@ def provider_options(values: dict[str, str | None]) -> dict[str, dict[str, str]]
             if value is not None:
                 out[c.name][opt.key] = opt.check(value)
     return out
+
+
+def check_image(image: str, provider: str | None) -> str:
+    """``--image`` checked against ``provider``'s image pattern, or (no provider named) against
+    every cloud's: a value no cloud could boot is refused before anything is called."""
+    clouds = [info(provider)] if provider in CLOUDS else all_info()
+    checks = [c.image for c in clouds if c.image is not None]
+    if any(re.fullmatch(o.pattern, image) for o in checks):
+        return image
+    if len(checks) == 1:
+        return checks[0].check(image)
+    raise UserInputError(f"--image {image[:80]!r} is not an image any cloud names",
+                         hint="; ".join(o.help for o in checks))
+
+
+def credentials_error(provider: str, exc: BaseException) -> UserInputError | None:
+    """A UserInputError (exit 2, with the cloud's hint) when ``exc`` says no credentials were
+    found; None for any other failure."""
+    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
+    code = getattr(exc, "code", "")
+    missing = {"NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError",
+               "CredentialUnavailableError", "ClientAuthenticationError"}
+    if code != "NoCredentials" and not names & missing:
+        return None
+    cloud = info(provider) if provider in CLOUDS else None
+    detail = " ".join(str(getattr(exc, "detail", None) or exc).split())[:200]
+    return UserInputError(f"{provider}: no credentials found ({detail})",
+                          hint=(cloud.credentials_hint if cloud else None)
+                          or "configure the cloud's credentials")

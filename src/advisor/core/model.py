@@ -193,19 +193,88 @@ def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
     return default
 
 
-def _require(cfg: dict[str, Any], name: str, *keys: str) -> int:
-    value = _get(cfg, *keys)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ModelConfigError(
-            f"{name}: config.json lacks a positive integer {keys[0]!r}",
-            hint="pass the model's full config.json (the one next to its weights)")
+#: the range each integer field of a config.json may take: far beyond any released model,
+#: small enough that a hostile value (``num_hidden_layers: 1e9``) is refused, not looped over
+LIMITS: dict[str, tuple[int, int]] = {
+    "num_hidden_layers": (1, 4096),
+    "hidden_size": (1, 1 << 18),
+    "num_attention_heads": (1, 1 << 14),
+    "num_key_value_heads": (1, 1 << 14),
+    "head_dim": (1, 1 << 14),
+    "intermediate_size": (0, 1 << 22),
+    "vocab_size": (1, 1 << 24),
+    "num_experts": (0, 1 << 14),
+    "num_experts_per_tok": (1, 1 << 14),
+    "moe_intermediate_size": (0, 1 << 22),
+    "n_shared_experts": (0, 1 << 10),
+    "shared_expert_intermediate_size": (0, 1 << 22),
+    "first_k_dense_replace": (0, 4096),
+    "moe_layer_freq": (1, 4096),
+    "kv_lora_rank": (1, 1 << 16),
+    "qk_rope_head_dim": (0, 1 << 14),
+    "qk_nope_head_dim": (0, 1 << 14),
+    "v_head_dim": (1, 1 << 14),
+    "q_lora_rank": (1, 1 << 16),
+    "max_position_embeddings": (1, 1 << 27),
+    "original_max_position_embeddings": (1, 1 << 27),
+    "sliding_window": (1, 1 << 27),
+    "sliding_window_pattern": (1, 4096),
+    "bits": (1, 32),
+    "group_size": (-1, 1 << 20),
+}
+#: the checkpoint dtypes a config.json may name (aliases torch accepts), and their bytes
+DTYPE_ALIASES = {"float32": "float32", "float": "float32", "fp32": "float32",
+                 "float16": "float16", "half": "float16", "fp16": "float16",
+                 "bfloat16": "bfloat16", "bf16": "bfloat16"}
+_CONFIG_HINT = "pass the model's full config.json (the one next to its weights)"
+
+
+def _bad(name: str, key: str, value: Any, need: str) -> ModelConfigError:
+    shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+    return ModelConfigError(f"{name}: config.json {key} {shown[:60]} {need}", hint=_CONFIG_HINT)
+
+
+def _int(cfg: dict[str, Any], name: str, *keys: str, default: int | None = None,
+         limit: str | None = None) -> int:
+    """An integer field (the first of ``keys`` present), within :data:`LIMITS`: a whole
+    number (``8.0`` is 8; ``8.5``, ``"8"``, ``true``, NaN and 1e309 are refused)."""
+    key = next((k for k in keys if cfg.get(k) is not None), None)
+    if key is None:
+        if default is None:
+            raise ModelConfigError(f"{name}: config.json lacks a positive integer {keys[0]!r}",
+                                   hint=_CONFIG_HINT)
+        return default
+    value = cfg[key]
+    lo, hi = LIMITS.get(limit or keys[0], (0, 1 << 30))
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _bad(name, key, cfg[key], "is not an integer")
+    if not lo <= value <= hi:
+        raise _bad(name, key, value, f"is out of range ({lo}..{hi})")
     return value
+
+
+def _require(cfg: dict[str, Any], name: str, *keys: str) -> int:
+    return _int(cfg, name, *keys)
+
+
+def _dtype(cfg: dict[str, Any], name: str) -> str:
+    raw = _get(cfg, "torch_dtype", "dtype", default="bfloat16")
+    if isinstance(raw, str) and raw.replace("torch.", "").lower() == "auto":
+        return "bfloat16"
+    dtype = DTYPE_ALIASES.get(raw.replace("torch.", "").lower()) if isinstance(raw, str) else None
+    if dtype is None:
+        raise ModelConfigError(
+            f"{name}: config.json torch_dtype {str(raw)[:40]!r} is not a dtype advisor can "
+            "size", hint="known: " + ", ".join(DTYPE_ALIASES))
+    return dtype
 
 
 def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | None:
     raw = cfg.get("quantization_config")
     q: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    method = (override or q.get("quant_method") or "").lower()
+    method = str(override or q.get("quant_method") or "").lower()
     if not method or method in ("none", "auto"):
         return None
     if method in ("fp8", "fbgemm_fp8", "modelopt"):
@@ -214,8 +283,9 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
         # 4-bit values plus one 8-bit scale per 32 (OCP MX), on the experts only
         return Quantization(method=method, bytes_per_weight=4.25 / 8, scope="experts")
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "bitsandbytes"):
-        bits = int(q.get("bits") or q.get("w_bit") or 4)
-        group = int(q.get("group_size") or q.get("q_group_size") or 128)
+        bits = _int(q, "quantization_config", "bits", "w_bit", default=4, limit="bits")
+        group = _int(q, "quantization_config", "group_size", "q_group_size", default=128,
+                     limit="group_size") or 128
         group = group if group > 0 else 4096
         # packed weights + one fp16 scale and one packed zero point per group
         return Quantization(method=method, bytes_per_weight=bits / 8 + (2 + bits / 8) / group)
@@ -223,9 +293,13 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
         groups = q.get("config_groups") or {}
         bits = 8
         for g in groups.values() if isinstance(groups, dict) else []:
-            w = g.get("weights") or {}
-            bits = int(w.get("num_bits") or bits)
-            gsize = w.get("group_size") or None
+            w = (g.get("weights") if isinstance(g, dict) else None) or {}
+            if not isinstance(w, dict):
+                raise _bad("quantization_config", "weights", w, "is not an object")
+            bits = _int(w, "quantization_config", "num_bits", default=bits, limit="bits")
+            gsize = _int(w, "quantization_config", "group_size", default=0,
+                         limit="group_size") or None
+            gsize = gsize if gsize and gsize > 0 else None
             extra = (2 / gsize) if gsize else 0.0
             return Quantization(method=f"{method}-w{bits}", bytes_per_weight=bits / 8 + extra)
         return Quantization(method=method, bytes_per_weight=bits / 8)
@@ -234,6 +308,17 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
     raise ModelConfigError(
         f"quantization {method!r} is not one advisor can size",
         hint="known: fp8, awq, gptq, compressed-tensors (w8a8, w4a16), mxfp4, bitsandbytes")
+
+
+def _factor(rope: dict[str, Any] | None, name: str) -> float | None:
+    """rope_scaling's factor: a finite number in (0, 1024], or None."""
+    if not rope or not rope.get("factor"):
+        return None
+    raw = rope["factor"]
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not (
+            math.isfinite(raw) and 0 < raw <= 1024):
+        raise _bad(name, "rope_scaling.factor", raw, "is not a number in (0, 1024]")
+    return float(raw)
 
 
 def spec_from_config(cfg: dict[str, Any], name: str = "model",
@@ -249,42 +334,50 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     layers = _require(cfg, name, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _require(cfg, name, "hidden_size", "n_embd", "d_model")
     heads = _require(cfg, name, "num_attention_heads", "n_head")
-    kv_heads = int(_get(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
+    kv_heads = _int(cfg, name, "num_key_value_heads", "num_kv_heads", default=heads)
     if kv_heads <= 0 or heads % kv_heads:
         raise ModelConfigError(f"{name}: num_key_value_heads {kv_heads} does not divide "
                                f"num_attention_heads {heads}")
-    head_dim = int(_get(cfg, "head_dim", default=0) or hidden // heads)
+    head_dim = (_int(cfg, name, "head_dim", default=0) if cfg.get("head_dim") else 0) or max(
+        1, hidden // heads)
     vocab = _require(cfg, name, "vocab_size")
-    inter = int(_get(cfg, "intermediate_size", "ffn_dim", "n_inner", default=0) or 4 * hidden)
+    inter = _int(cfg, name, "intermediate_size", "ffn_dim", "n_inner", default=0) or 4 * hidden
 
     moe = None
-    n_experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts")
-    if isinstance(n_experts, int) and n_experts > 1:
+    n_experts = _int(cfg, name, "num_local_experts", "num_experts", "n_routed_experts",
+                     default=0, limit="num_experts")
+    if n_experts > 1:
+        per_token = _int(cfg, name, "num_experts_per_tok", "experts_per_token", default=2)
+        if per_token > n_experts:
+            raise _bad(name, "num_experts_per_tok", per_token,
+                       f"is more than the {n_experts} experts")
         moe = MoE(
             num_experts=n_experts,
-            experts_per_token=int(_get(cfg, "num_experts_per_tok", "experts_per_token",
-                                       default=2)),
-            expert_intermediate_size=int(_get(cfg, "moe_intermediate_size", default=inter)),
+            experts_per_token=per_token,
+            expert_intermediate_size=_int(cfg, name, "moe_intermediate_size", default=inter),
             # Llama 4's MoE layers always add one shared expert of intermediate_size
             # (transformers modeling_llama4 Llama4TextMoe.shared_expert); its config has no key
-            num_shared_experts=int(_get(cfg, "n_shared_experts", default=0))
+            num_shared_experts=_int(cfg, name, "n_shared_experts", default=0)
             or (1 if model_type.startswith("llama4") else 0),
-            shared_intermediate_size=int(_get(cfg, "shared_expert_intermediate_size",
-                                              default=0)),
-            first_dense=int(_get(cfg, "first_k_dense_replace", default=0)),
-            every=int(_get(cfg, "moe_layer_freq", "decoder_sparse_step", default=1) or 1),
+            shared_intermediate_size=_int(cfg, name, "shared_expert_intermediate_size",
+                                          default=0),
+            first_dense=_int(cfg, name, "first_k_dense_replace", default=0),
+            every=(_int(cfg, name, "moe_layer_freq", "decoder_sparse_step", default=1)
+                   if _get(cfg, "moe_layer_freq", "decoder_sparse_step") else 1),
             expert_bias=model_type == "gpt_oss",
         )
 
     mla = None
-    if isinstance(cfg.get("kv_lora_rank"), int):
-        mla = MLA(kv_lora_rank=cfg["kv_lora_rank"],
-                  qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=64)),
-                  qk_nope_head_dim=int(_get(cfg, "qk_nope_head_dim", default=128)),
-                  v_head_dim=int(_get(cfg, "v_head_dim", default=128)),
-                  q_lora_rank=cfg.get("q_lora_rank"))
+    if cfg.get("kv_lora_rank") is not None:
+        mla = MLA(kv_lora_rank=_int(cfg, name, "kv_lora_rank"),
+                  qk_rope_head_dim=_int(cfg, name, "qk_rope_head_dim", default=64),
+                  qk_nope_head_dim=_int(cfg, name, "qk_nope_head_dim", default=128),
+                  v_head_dim=_int(cfg, name, "v_head_dim", default=128),
+                  q_lora_rank=(_int(cfg, name, "q_lora_rank") if cfg.get("q_lora_rank")
+                               else None))
 
-    window = cfg.get("sliding_window") if isinstance(cfg.get("sliding_window"), int) else None
+    window = (_int(cfg, name, "sliding_window")
+              if cfg.get("sliding_window") not in (None, False, 0) else None)
     if cfg.get("use_sliding_window") is False and model_type.startswith("qwen"):
         window = None  # Qwen configs carry a window they do not use
     kinds: list[LayerKind]
@@ -293,7 +386,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         kinds = ["sliding" if "sliding" in str(t) else "full" for t in layer_types]
     elif window and model_type in ("gemma2", "gemma3", "gemma3_text", "cohere2"):
         # gemma-2 alternates sliding and global layers, starting with sliding (modeling_gemma2)
-        pattern = int(_get(cfg, "sliding_window_pattern", default=2))
+        pattern = _int(cfg, name, "sliding_window_pattern", default=2)
         kinds = ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
     elif window:
         kinds = ["sliding"] * layers  # Mistral v0.1: every layer slides
@@ -303,24 +396,26 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         kinds = ["full"] * layers
 
     rope = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
-    factor = float(rope["factor"]) if rope and rope.get("factor") else None
-    dtype = str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")).replace("torch.", "")
-    arch = " ".join(cfg.get("architectures") or [])
+    factor = _factor(rope, name)
+    dtype = _dtype(cfg, name)
+    max_pos = (_int(cfg, name, "max_position_embeddings")
+               if cfg.get("max_position_embeddings") is not None else None)
+    archs = cfg.get("architectures")
+    arch = " ".join(str(a) for a in archs) if isinstance(archs, list) else str(archs or "")
     bias = bool(cfg.get("attention_bias")) or model_type in ("qwen2", "qwen2_moe") or (
         "Qwen2" in arch)
     return ModelSpec(
         name=name, model_type=model_type, num_layers=layers, hidden_size=hidden,
         num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=inter,
-        vocab_size=vocab, max_position_embeddings=cfg.get("max_position_embeddings"),
+        vocab_size=vocab, max_position_embeddings=max_pos,
         rope_scaling_factor=factor,
         rope_scaling_type=(rope.get("rope_type") or rope.get("type")) if rope else None,
         rope_original_max_position_embeddings=(
-            int(rope["original_max_position_embeddings"])
-            if rope and isinstance(rope.get("original_max_position_embeddings"), int | float)
-            else None),
+            _int(rope, name, "original_max_position_embeddings")
+            if rope and rope.get("original_max_position_embeddings") is not None else None),
         tie_word_embeddings=bool(_get(cfg, "tie_word_embeddings",
                                       default=model_type.startswith("gemma"))),
-        torch_dtype=dtype if dtype in DTYPE_BYTES else "bfloat16",
+        torch_dtype=dtype,
         attention_bias=bias, gated_mlp=model_type not in ("gpt2", "opt", "gpt_bigcode"),
         moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,
         quantization=_quantization(cfg, quantization),

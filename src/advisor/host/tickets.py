@@ -11,7 +11,6 @@ Pure apart from the templates: the catalog, the probe and the plan come in as mo
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -395,6 +394,10 @@ def render_ticket(t: Ticket, fmt: Format = "markdown") -> str:
 
 
 # -- the SDK call: reads the probe file and plans the workload ---------------------------------
+#: the largest probe file read (a 8-GPU host's topology JSON is ~10 KiB)
+MAX_PROBE_BYTES = 4 * 1024 * 1024
+
+
 def load_probe(source: str | Path | dict[str, Any] | Topology) -> Topology:
     """A Topology from ``advisor topology --json`` output (a path, its parsed JSON, or one)."""
     if isinstance(source, Topology):
@@ -407,17 +410,15 @@ def load_probe(source: str | Path | dict[str, Any] | Topology) -> Topology:
     data: Any = source
     where = "the probe"
     if not isinstance(source, dict):
-        where = str(source)
+        from advisor.inputs import loads_json, read_text
+
+        where = str(source)[:120]
+        text = read_text(source, limit=MAX_PROBE_BYTES, what="--probe", hint=hint)
         try:
-            text = Path(source).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserInputError(f"--probe {where}: cannot read: "
-                                 f"{getattr(exc, 'strerror', None) or exc}", hint=hint) from exc
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise UserInputError(f"--probe {where} is not JSON (line {getattr(exc, 'lineno', '?')})"
-                                 ": not advisor's topology JSON", hint=hint) from exc
+            data = loads_json(text, what=f"--probe {where}", hint=hint, max_depth=16)
+        except UserInputError as exc:
+            raise UserInputError(f"{exc.message}: not advisor's topology JSON",
+                                 hint=hint) from exc
     if not isinstance(data, dict) or not {"nodes", "gpus", "nics"} <= set(data):
         raise UserInputError(f"--probe {where} is not advisor's topology JSON (it needs nodes, "
                              "gpus and nics)", hint=hint)

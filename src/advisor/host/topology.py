@@ -72,54 +72,112 @@ class Topology(BaseModel):
     warnings: list[str] = []
 
 
-def parse_cpulist(text: str) -> list[int]:
-    """``0-3,8,10-11`` -> [0, 1, 2, 3, 8, 10, 11] (the kernel's cpulist format)."""
+#: the most CPUs a cpulist may name (Linux's NR_CPUS is at most 8192 today)
+MAX_CPUS = 65536
+#: the largest sysfs file read (sysfs attributes are at most a page)
+MAX_SYSFS_BYTES = 64 * 1024
+#: the largest tool printout read (nvidia-smi topo -m, numactl --hardware)
+MAX_PRINTOUT_BYTES = 1024 * 1024
+#: the most sysfs entries looked at under one folder
+MAX_ENTRIES = 65536
+
+
+def parse_cpulist(text: str, where: str = "cpulist") -> list[int]:
+    """``0-3,8,10-11`` -> [0, 1, 2, 3, 8, 10, 11] (the kernel's cpulist format); at most
+    :data:`MAX_CPUS` CPUs, each below it. Anything else is a UserInputError."""
     out: list[int] = []
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out.extend(range(int(lo), int(hi) + 1))
-        else:
-            out.append(int(part))
+        m = re.fullmatch(r"(\d{1,6})(?:-(\d{1,6}))?", part)
+        if not m:
+            raise UserInputError(f"{where}: {part[:40]!r} is not a CPU list entry (N or N-M)",
+                                 hint="a cpulist reads like 0-3,8,10-11")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo or hi >= MAX_CPUS or len(out) + hi - lo + 1 > MAX_CPUS:
+            raise UserInputError(f"{where}: {part[:40]!r} names CPUs beyond the {MAX_CPUS} "
+                                 "a host can have" if hi >= lo else
+                                 f"{where}: {part[:40]!r} is a range that runs backwards",
+                                 hint="a cpulist reads like 0-3,8,10-11")
+        out.extend(range(lo, hi + 1))
     return out
 
 
 def _read(path: Path) -> str | None:
+    """A sysfs attribute, stripped; None when absent or unreadable. A file that is not a
+    regular file or larger than a sysfs attribute is refused (UserInputError)."""
+    from advisor.inputs import read_bytes
+
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
+        if not path.exists():
+            return None
     except OSError:
         return None
+    try:
+        data = read_bytes(path, limit=MAX_SYSFS_BYTES, what="sysfs file")
+    except UserInputError as exc:
+        if "cannot read" in exc.message:
+            return None
+        raise
+    return data.decode("utf-8", errors="replace").strip()
+
+
+def _ints(text: str, where: str, high: int = 1 << 16) -> list[int]:
+    """Whitespace-separated small non-negative integers (a node's distance row)."""
+    parts = text.split()
+    if len(parts) > MAX_CPUS or not all(re.fullmatch(r"\d{1,6}", p) for p in parts):
+        raise UserInputError(f"{where}: {text[:40]!r} is not a list of numbers",
+                             hint="point --sysfs-root at a copy of a real sysfs tree")
+    values = [int(p) for p in parts]
+    if any(v > high for v in values):
+        raise UserInputError(f"{where}: a value above {high}",
+                             hint="point --sysfs-root at a copy of a real sysfs tree")
+    return values
 
 
 def _nodes(root: Path) -> list[Node]:
     base = root / "sys" / "devices" / "system" / "node"
     nodes = []
-    for d in sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
-        cpus = parse_cpulist(_read(d / "cpulist") or "")
+    found = [d for d in _entries(base, "node[0-9]*") if re.fullmatch(r"node\d{1,5}", d.name)]
+    for d in sorted(found, key=lambda p: int(p.name[4:])):
+        cpus = parse_cpulist(_read(d / "cpulist") or "", where=str(d / "cpulist"))
         mem = None
         meminfo = _read(d / "meminfo") or ""
-        m = re.search(r"MemTotal:\s+(\d+)\s*kB", meminfo)
+        m = re.search(r"MemTotal:\s+(\d{1,15})\s*kB", meminfo)
         if m:
             mem = round(int(m.group(1)) / 2**20, 2)
         dist = _read(d / "distance")
         nodes.append(Node(id=int(d.name[4:]), cpus=cpus, memory_gib=mem,
-                          distances=[int(x) for x in dist.split()] if dist else None))
+                          distances=_ints(dist, str(d / "distance")) if dist else None))
     return nodes
+
+
+def _entries(base: Path, pattern: str) -> list[Path]:
+    """The entries of a sysfs folder matching ``pattern``, at most :data:`MAX_ENTRIES`."""
+    out: list[Path] = []
+    try:
+        for p in base.glob(pattern):
+            out.append(p)
+            if len(out) > MAX_ENTRIES:
+                raise UserInputError(f"{base}: more than {MAX_ENTRIES} entries",
+                                     hint="point --sysfs-root at a copy of a real sysfs tree")
+    except OSError:
+        return out
+    return out
 
 
 def _pci(root: Path, classes: tuple[str, ...], vendors: dict[str, str] | None) -> list[PciDevice]:
     base = root / "sys" / "bus" / "pci" / "devices"
     found = []
-    for d in sorted(base.glob("*")):
+    for d in sorted(_entries(base, "*")):
         cls = (_read(d / "class") or "")[:6]
         vendor = _read(d / "vendor") or ""
         if cls not in classes or (vendors is not None and vendor not in vendors):
             continue
         raw = _read(d / "numa_node")
-        node = int(raw) if raw is not None and re.fullmatch(r"-?\d+", raw) else None
+        node = int(raw) if raw is not None and re.fullmatch(r"-?\d{1,5}", raw) else None
         width = _read(d / "current_link_width")
         local = _read(d / "local_cpulist")
         found.append((d.name, vendor, _read(d / "device"), node, local,
@@ -129,9 +187,11 @@ def _pci(root: Path, classes: tuple[str, ...], vendors: dict[str, str] | None) -
         out.append(PciDevice(index=i, bus_id=bus, vendor=(vendors or {}).get(vendor, vendor),
                              device_id=dev, numa_node=node if node is not None and node >= 0
                              else None, numa_hidden=node is not None and node < 0,
-                             local_cpus=parse_cpulist(local) if local else None,
+                             local_cpus=parse_cpulist(local, where=f"{bus}/local_cpulist")
+                             if local else None,
                              link_speed=speed,
-                             link_width=int(width) if width and width.isdigit() else None))
+                             link_width=int(width) if width and re.fullmatch(r"\d{1,4}", width)
+                             else None))
     return out
 
 
@@ -169,7 +229,7 @@ def parse_nvidia_smi_topo(text: str) -> list[TopoGpu]:
     out: list[TopoGpu] = []
     for ln in lines[header_i + 1:]:
         cells = [c.strip() for c in ln.split("\t")]
-        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+        if not cells or not re.fullmatch(r"GPU\d{1,5}", cells[0]):
             if out and not ln.strip():
                 break
             continue
@@ -180,8 +240,11 @@ def parse_nvidia_smi_topo(text: str) -> list[TopoGpu]:
         numa = row.get("NUMA Affinity", "")
         out.append(TopoGpu(
             index=int(cells[0][3:]),
-            cpu_affinity=parse_cpulist(aff) if re.fullmatch(r"[\d,\-]+", aff or "") else None,
-            numa_node=int(numa) if numa.isdigit() else None, links=links))
+            cpu_affinity=parse_cpulist(aff, where="nvidia-smi CPU Affinity")
+            if re.fullmatch(r"[\d,\-]+", aff or "") else None,
+            numa_node=int(numa) if re.fullmatch(r"\d{1,5}", numa) else None, links=links))
+        if len(out) > 4096:
+            raise UserInputError("the 'nvidia-smi topo -m' printout has more than 4096 GPU rows")
     if not out:
         raise UserInputError("the 'nvidia-smi topo -m' printout has no GPU rows")
     return out
@@ -195,16 +258,18 @@ def parse_numactl(text: str) -> list[Node]:
     in_dist = False
     for ln in text.splitlines():
         s = ln.strip().lstrip(">").strip()
-        for m in re.finditer(r"node (\d+) cpus:([\d ]*?)(?=node \d+ |$)", s):
-            cpus[int(m.group(1))] = [int(x) for x in m.group(2).split()]
-        for m in re.finditer(r"node (\d+) size: (\d+) MB", s):
+        for m in re.finditer(r"node (\d{1,5}) cpus:([\d ]*?)(?=node \d+ |$)", s):
+            cpus[int(m.group(1))] = _ints(m.group(2), "numactl cpus", high=MAX_CPUS - 1)
+        for m in re.finditer(r"node (\d{1,5}) size: (\d{1,15}) MB", s):
             size[int(m.group(1))] = round(int(m.group(2)) / 1024, 2)
         if s.startswith("node distances"):
             in_dist = True
             continue
-        row = re.fullmatch(r"(\d+):\s+([\d\s]+)", s)
+        row = re.fullmatch(r"(\d{1,5}):\s+([\d\s]+)", s)
         if in_dist and row:
-            dist[int(row.group(1))] = [int(x) for x in row.group(2).split()]
+            dist[int(row.group(1))] = _ints(row.group(2), "numactl distances")
+        if len(cpus) > 4096:
+            raise UserInputError("the 'numactl --hardware' printout has more than 4096 nodes")
     if not cpus:
         raise UserInputError("not a 'numactl --hardware' printout: no 'node N cpus:' line")
     return [Node(id=i, cpus=cpus[i], memory_gib=size.get(i), distances=dist.get(i))

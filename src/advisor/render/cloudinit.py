@@ -242,11 +242,16 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
     import os
     import tempfile
 
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserInputError(f"--out {out} exists and is not an empty folder",
-                             hint="give a new folder; advisor does not overwrite files")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".advisor-render-", dir=out.parent))
+    from advisor.inputs import check_out_dir
+
+    check_out_dir(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".advisor-render-", dir=out.parent))
+    except OSError as exc:
+        raise UserInputError(f"--out {str(out)[:120]}: cannot write there: "
+                             f"{exc.strerror or exc}",
+                             hint="give a new folder in a writable place") from exc
     try:
         for name, text in files.items():
             p = tmp / name
@@ -257,10 +262,14 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as exc:
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise UserInputError(f"--out {str(out)[:120]}: cannot write there: "
+                                 f"{exc.strerror or exc}; nothing was written",
+                                 hint="give a new folder in a writable place") from exc
         raise
     return sorted(out / n for n in files)
 

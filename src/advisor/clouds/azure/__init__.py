@@ -3,11 +3,12 @@ usage, refresh.py reads Resource SKUs and Retail Prices for the catalog, secrets
 ``azure-kv:`` key reference, options.py the settings a user may give. The azure-mgmt SDKs are
 imported only by compute.py."""
 
-from advisor.clouds.azure.options import OPTIONS
+from advisor.clouds.azure.options import CREDENTIALS_HINT, IMAGE, OPTIONS
 from advisor.clouds.azure.secrets import KEY_SCHEME
 from advisor.clouds.info import CloudInfo
 
 CLOUD = CloudInfo(name="azure", title="Microsoft Azure", product_word="VM size",
                   backend="advisor.clouds.azure.compute:AzureProvider", extra="azure",
                   sdk="azure-mgmt-compute", key_scheme=KEY_SCHEME, options=OPTIONS,
-                  reference_region="eastus")
+                  reference_region="eastus",
+                  credentials_hint=CREDENTIALS_HINT, image=IMAGE)

@@ -19,3 +19,16 @@ OPTIONS = (
                 pattern=r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
                 r"-[0-9a-fA-F]{12}"),
 )
+
+#: ``--image`` (offered by provision, which checks it against the deployment's cloud)
+IMAGE = CloudOption(key="image", flag="--image",
+                    help=("Azure: an image URN, "
+                          "PUBLISHER:OFFER:SKU:VERSION, or an image resource id"),
+                    pattern=r"[A-Za-z0-9_.-]{1,100}:[A-Za-z0-9_.-]{1,100}:[A-Za-z0-9_.-]{1,100}"
+                    r":[A-Za-z0-9_.-]{1,64}"
+                    r"|/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[A-Za-z0-9_().-]{1,90}"
+                    r"/providers/Microsoft\.Compute/[A-Za-z0-9_./-]{1,400}",
+                    commands=())
+
+CREDENTIALS_HINT = ("run 'az login', or set AZURE_CLIENT_ID, AZURE_TENANT_ID and "
+                    "AZURE_CLIENT_SECRET")

@@ -17,3 +17,15 @@ OPTIONS = (
                 r"[a-z][a-z0-9-]{4,28}[a-z0-9]/global/networks/[a-z]([a-z0-9-]{0,61}[a-z0-9])?",
                 commands=("provision", "status", "down")),
 )
+
+#: ``--image`` (offered by provision, which checks it against the deployment's cloud)
+IMAGE = CloudOption(key="image", flag="--image",
+                    help=("GCP: an image, "
+                          "projects/P/global/images/NAME or projects/P/global/images/family/F"),
+                    pattern=r"(https://www\.googleapis\.com/compute/v1/)?"
+                    r"(projects/([a-z0-9.-]{1,63}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]/)?"
+                    r"global/images/(family/)?[a-z]([a-z0-9-]{0,61}[a-z0-9])?",
+                    commands=())
+
+CREDENTIALS_HINT = ("run 'gcloud auth application-default login' or set "
+                    "GOOGLE_APPLICATION_CREDENTIALS")
