@@ -19,7 +19,6 @@ record a negotiated price. Everything is validated after the merge.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -376,12 +375,15 @@ def _integrity(cat: Catalog, raws: _Collected, problems: list[Problem]) -> None:
         if alias not in cat.models:
             continue
         raw = raws.models[alias]
-        try:
-            cfg = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        from advisor.errors import UserInputError
+        from advisor.inputs import read_json
+
+        if not path.exists():
             problems.append(Problem(raw.file, alias, "config", f"file {path.name} is missing"))
             continue
-        except (OSError, ValueError) as exc:
+        try:
+            cfg = read_json(path, what="")
+        except (OSError, ValueError, UserInputError) as exc:
             problems.append(Problem(raw.file, alias, "config",
                                     f"{path.name} is not valid JSON: {exc}"))
             continue

@@ -63,10 +63,10 @@ def topology_cmd(
     if not sep or not provider or not name:
         raise UserInputError(f"--instance {instance!r} is not PROVIDER:TYPE",
                              hint="e.g. --instance " + EXAMPLE_INSTANCE)
-    if file.stat().st_size > nt.MAX_BYTES:
-        raise UserInputError(f"{file} is over {nt.MAX_BYTES:,} bytes; not an NCCL topology "
-                             "file", hint=nt._HINT)
-    topo = nt.parse(file.read_bytes(), nics=nic or ())
+    from advisor.inputs import read_bytes
+
+    topo = nt.parse(read_bytes(file, limit=nt.MAX_BYTES, what="NCCL topology file",
+                               hint=nt._HINT), nics=nic or ())
 
     if write:
         if not catalog or len(catalog) != 1:
