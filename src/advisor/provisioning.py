@@ -26,6 +26,7 @@ import math
 import re
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -36,6 +37,8 @@ from advisor.catalog import load as load_catalog
 from advisor.catalog.schema import InstanceType
 from advisor.clouds import registry
 from advisor.clouds.base import (
+    TAG_ATTEMPT,
+    TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
     Provider,
@@ -108,6 +111,10 @@ class DownResult(BaseModel):
     name: str
     removed: list[str]
     regions: list[str]
+    #: provider:region for every place searched by tag
+    searched: list[str] = Field(default_factory=list)
+    #: places that could not be asked (provider:region: why)
+    not_searched: list[str] = Field(default_factory=list)
 
 
 ProviderSource = Mapping[str, Provider] | Callable[[str], Provider] | None
@@ -325,6 +332,10 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
                                usd_per_hour=cands[0].usd_per_hour, requests=reqs,
                                user_data=cands[0].spec.user_data, warnings=warnings)
 
+    # every resource this run makes carries its attempt id besides the deployment's name
+    attempt_id = uuid.uuid4().hex[:12]
+    cands = [c.model_copy(update={"spec": c.spec.model_copy(update={
+        "labels": {**c.spec.labels, TAG_ATTEMPT: attempt_id}})}) for c in cands]
     st = store or Store()
     existing = _existing(st, name, providers, opts, cands, say, alias, ctx)
     if existing is not None:
@@ -478,6 +489,12 @@ def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Atte
         note(Attempt(**base, outcome="not offered",
                      detail=f"{c.instance_type} is not offered in {c.region}"))
         return None
+    # the intent names the region and the tags before anything is made there: a crash inside
+    # ensure_network leaves a record that status --reconcile and down search by tag
+    st.event(c.spec.deployment, "intent-region", f"prepare {c.provider} {c.region} "
+             f"(tag {TAG_DEPLOYMENT}={c.spec.deployment}, attempt {_attempt(c)})",
+             {"provider": c.provider, "region": c.region, "instance_type": c.instance_type,
+              "tag": f"{TAG_DEPLOYMENT}={c.spec.deployment}", "attempt": _attempt(c)})
     say(f"{c.provider} {c.region}: preparing the firewall")
 
     def prepare() -> None:
@@ -520,13 +537,21 @@ def _cleanup(p: Provider, c: Candidate, st: Store, say: Callable[[str], None],
     try:
         if not force and alive(p.find(c.spec.deployment, c.region)):
             return  # something runs there after all (a crash before the state write)
-        p.terminate(c.spec.deployment, c.region)
+        own = getattr(p, "terminate_attempt", None)
+        if own is not None and _attempt(c):
+            own(c.spec.deployment, c.region, _attempt(c))  # only what this attempt made
+        else:
+            p.terminate(c.spec.deployment, c.region)
         if force:
             st.set_instances_state(c.spec.deployment, "terminated")
         st.forget_resources(c.spec.deployment, c.region)
         say(f"{c.provider} {c.region}: removed the firewall made for this attempt")
     except Exception as exc:  # keep the original error; the resources stay in the state file
         st.event(c.spec.deployment, "cleanup-failed", f"{c.region}: {exc}")
+
+
+def _attempt(c: Candidate) -> str:
+    return c.spec.labels.get(TAG_ATTEMPT, "")
 
 
 def _wait(p: Provider, c: Candidate, result: ProvisionResult, st: Store, timeout_s: float,
@@ -573,7 +598,8 @@ def status(name: str | None = None, *, reconcile: bool = False, store: Store | N
            provider_options: Mapping[str, Mapping[str, str]] | None = None
            ) -> list[Deployment]:
     """The deployments advisor knows (or one). ``reconcile`` asks the clouds, by tag, what runs
-    for each and writes that down: a crash between a launch and its state write is healed."""
+    for each — in every region its intents name — and writes that down: a crash between a
+    launch and its state write is healed."""
     st = store or Store()
     deps = [st.require(name)] if name else st.all()
     if not reconcile:
@@ -584,11 +610,12 @@ def status(name: str | None = None, *, reconcile: bool = False, store: Store | N
         if dep.status == "down":
             out.append(dep)
             continue
-        regions = _regions(st, dep)
-        p = _provider(providers, dep.provider, _options_for(dep, opts))
         found: list[InstanceRow] = []
-        for region in regions:
-            found += p.find(dep.name, region)
+        clouds: dict[str, Provider] = {}
+        for prov, region in _places(st, dep):
+            if prov not in clouds:
+                clouds[prov] = _provider(providers, prov, _options_for(dep, opts, prov))
+            found += clouds[prov].find(dep.name, region)
         live = alive(found)
         known = {i.id for i in dep.instances}
         for i in found:
@@ -603,50 +630,205 @@ def status(name: str | None = None, *, reconcile: bool = False, store: Store | N
                                                       if new else ""))
         elif dep.status in ("launching", "running"):
             st.set_instances_state(dep.name, "terminated")
-            st.set_status(dep.name, "failed", "reconciled: nothing runs for this deployment")
+            if _down_was_asked(st, dep.name):  # a down whose last state write failed
+                st.forget_resources(dep.name)
+                st.set_status(dep.name, "down", "reconciled: nothing runs; the last 'advisor "
+                              "down' removed it")
+            else:
+                st.set_status(dep.name, "failed", "reconciled: nothing runs for this deployment")
         out.append(st.require(dep.name))
     return out
 
 
-def _options_for(dep: Deployment, given: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+def _down_was_asked(st: Store, name: str) -> bool:
+    """The latest begin (launch), down-intent or down-incomplete of ``name`` is a down-intent:
+    a down that removed everything and then could not write it down."""
+    last = [e.kind for e in st.events(name)
+            if e.kind in ("begin", "down-intent", "down-incomplete")]
+    return bool(last) and last[-1] == "down-intent"
+
+
+def _options_for(dep: Deployment | None, given: Mapping[str, Mapping[str, str]],
+                 provider: str | None = None) -> dict[str, str]:
     """The provider options the deployment was made with, overridden by those given now."""
-    stored = (dep.spec.get("options") or {}).get(dep.provider) or {}
-    return {**stored, **dict(given.get(dep.provider) or {})}
+    prov = provider or (dep.provider if dep else "")
+    stored = ((dep.spec.get("options") or {}).get(prov) or {}) if dep else {}
+    return {**stored, **dict(given.get(prov) or {})}
+
+
+def _places(st: Store, dep: Deployment) -> list[tuple[str, str]]:
+    """(provider, region): the deployment's own region first, then every region its events
+    (intents, attempts, resources) name, in order, each with the provider that event names."""
+    places: list[tuple[str, str]] = [(dep.provider, dep.region)] if dep.region else []
+    for e in st.events(dep.name):
+        r = e.data.get("region")
+        prov = e.data.get("provider")
+        if isinstance(r, str):
+            place = (prov if isinstance(prov, str) and prov else dep.provider, r)
+            if place not in places:
+                places.append(place)
+    for res in dep.resources:
+        if (dep.provider, res.region) not in places:
+            places.append((dep.provider, res.region))
+    return places
 
 
 def _regions(st: Store, dep: Deployment) -> list[str]:
-    regions = [dep.region] if dep.region else []
-    for e in st.events(dep.name):
-        r = e.data.get("region")
-        if isinstance(r, str) and r not in regions:
-            regions.append(r)
-    for r in dep.resources:
-        if r.region not in regions:
-            regions.append(r.region)
-    return regions
+    return list(dict.fromkeys(r for _p, r in _places(st, dep)))
+
+
+def sold_regions(provider: str, types: list[str] | None = None,
+                 catalog: Catalog | None = None) -> list[str]:
+    """Every region where the catalog sells ``types`` of ``provider`` (none named: any of its GPU
+    types) — the bounded set a tag search without a record walks."""
+    cat = catalog or load_catalog()
+    wanted = set(types or [])
+    out: set[str] = set()
+    for inst in cat.instances.values():
+        if inst.provider != provider or (wanted and inst.name not in wanted):
+            continue
+        out.update(inst.regions or ([inst.price.region] if inst.price.region else []))
+    if wanted and not out:
+        return sold_regions(provider, None, cat)
+    return sorted(out)
 
 
 def down(name: str, *, store: Store | None = None, providers: ProviderSource = None,
          provider_options: Mapping[str, Mapping[str, str]] | None = None,
          confirm: Callable[[str], bool] | None = None,
-         progress: Callable[[str], None] | None = None) -> DownResult:
-    """Terminate every instance of ``name`` and remove every firewall resource it created, in
-    every region it touched."""
+         progress: Callable[[str], None] | None = None, all_regions: bool = False,
+         provider: str | None = None, catalog: Catalog | None = None) -> DownResult:
+    """Terminate every instance tagged with ``name``, then remove every security group, role,
+    profile, firewall rule or NSG it carries, in every region the deployment's intents name.
+
+    ``all_regions`` — or no record of ``name`` at all (a lost state file) — searches every
+    region where the catalog sells the deployment's types (without a record: any GPU type of
+    ``provider``, else of every cloud). Succeeds only when nothing tagged remains; otherwise an
+    :class:`OperationError` lists what is left."""
     say = progress or (lambda _m: None)
     st = store or Store()
-    dep = st.require(name)
-    regions = _regions(st, dep)
-    if confirm is not None and not confirm(
-            f"terminate deployment {name!r} ({dep.provider}, {', '.join(regions) or 'no region'})"
-            f" and remove its firewall rules"):
-        raise UserInputError("nothing removed: not confirmed", hint="pass --yes to skip the "
-                             "question")
-    p = _provider(providers, dep.provider, _options_for(dep, provider_options or {}))
+    dep = st.get(name)
+    if provider is not None:
+        registry.info(provider)
+    opts = provider_options or {}
+    known: list[tuple[str, str]] = _places(st, dep) if dep is not None else []
+    places = list(known)
+    sweep = dep is None or all_regions
+    if sweep:
+        if dep is not None:
+            clouds = list(dict.fromkeys([dep.provider] + [p for p, _r in known]))
+        else:
+            clouds = [provider] if provider else list(CLOUDS)
+        if provider is not None and dep is not None:
+            clouds = [provider]
+        types: dict[str, list[str]] = {}
+        if dep is not None:
+            for e in st.events(name):
+                t, prov = e.data.get("instance_type"), e.data.get("provider") or dep.provider
+                if isinstance(t, str) and isinstance(prov, str):
+                    types.setdefault(prov, []).append(t)
+        for cloud in clouds:
+            for r in sold_regions(cloud, types.get(cloud), catalog):
+                if (cloud, r) not in places:
+                    places.append((cloud, r))
+    if confirm is not None:
+        if dep is not None and not all_regions:
+            ask = (f"terminate deployment {name!r} ({dep.provider}, "
+                   f"{', '.join(r for _p, r in places) or 'no region'}) and remove its "
+                   "firewall rules")
+        else:
+            ask = (f"terminate everything tagged {TAG_DEPLOYMENT}={name} in {len(places)} "
+                   f"region(s) of {', '.join(dict.fromkeys(p for p, _r in places)) or 'no cloud'}"
+                   " and remove its firewall rules")
+        if not confirm(ask):
+            raise UserInputError("nothing removed: not confirmed", hint="pass --yes to skip the "
+                                 "question")
     removed: list[str] = []
+    failed: list[str] = []
+    not_searched: list[str] = []
+    searched: list[str] = []
+    by_cloud: dict[str, list[str]] = {}
+    for prov, region in places:
+        by_cloud.setdefault(prov, []).append(region)
+    for prov, regions in by_cloud.items():
+        try:
+            p = _provider(providers, prov, _options_for(dep, opts, prov))
+        except (UserInputError, CloudError) as exc:
+            if any(k[0] == prov for k in known):
+                raise
+            not_searched.append(f"{prov}: {exc}")
+            continue
+        try:
+            done = _down_in(p, prov, name, regions, {r for k, r in known if k == prov}, say,
+                            removed, failed, not_searched)
+        except Exception as exc:  # a swept cloud without credentials: said, not fatal
+            if any(k[0] == prov for k in known):
+                raise
+            not_searched.append(f"{prov}: {' '.join(str(exc).split())[:200]}")
+            continue
+        searched += [f"{prov}:{r}" for r in done]
+        left = _leftovers(p, name, done)
+        failed += [f"{prov}:{x}" for x in left if f"{prov}:{x}" not in failed]
+    if failed:
+        if dep is not None:
+            st.event(name, "down-incomplete", "left: " + ", ".join(failed))
+        raise OperationError(
+            f"{name}: {len(failed)} thing(s) tagged {TAG_DEPLOYMENT}={name} remain or could not "
+            f"be checked: {', '.join(failed)}",
+            hint=f"run 'advisor down {name}' again in a minute (instances take a while to go); "
+            f"if they stay, look them up by the tag {TAG_DEPLOYMENT}={name} in the console")
+    if dep is not None:
+        st.set_instances_state(name, "terminated")
+        st.forget_resources(name)
+        st.set_status(name, "down", "down: removed " + (", ".join(removed) or "nothing"))
+    regions_all = list(dict.fromkeys(r for _p, r in places))
+    return DownResult(name=name, removed=removed, regions=regions_all, searched=searched,
+                      not_searched=not_searched)
+
+
+def _down_in(p: Provider, prov: str, name: str, regions: list[str], known: set[str],
+             say: Callable[[str], None], removed: list[str], failed: list[str],
+             not_searched: list[str]) -> list[str]:
+    """Instances first in every region, then what guarded them; the regions actually searched.
+    A region of the record that fails is a failure; a swept one is reported as not searched."""
+    def trouble(region: str, exc: Exception) -> None:
+        if region in known:
+            failed.append(f"{prov}:{region}: {exc}")
+        else:
+            not_searched.append(f"{prov}:{region}: {exc}")
+
+    two_phase = hasattr(p, "terminate_instances") and hasattr(p, "remove_network")
+    done: list[str] = []
     for region in regions:
-        say(f"{dep.provider} {region}: terminating and cleaning up")
-        removed += p.terminate(name, region)
-    st.set_instances_state(name, "terminated")
-    st.forget_resources(name)
-    st.set_status(name, "down", "down: removed " + (", ".join(removed) or "nothing"))
-    return DownResult(name=name, removed=removed, regions=regions)
+        if region in known:
+            say(f"{prov} {region}: terminating and cleaning up")
+        try:
+            if two_phase:
+                removed.extend(p.terminate_instances(name, region))  # type: ignore[attr-defined]
+            else:
+                removed.extend(p.terminate(name, region))
+            done.append(region)
+        except CloudError as exc:
+            trouble(region, exc)
+    if two_phase:
+        for region in list(done):
+            try:
+                removed.extend(p.remove_network(name, region))  # type: ignore[attr-defined]
+            except CloudError as exc:
+                trouble(region, exc)
+                done.remove(region)
+    return done
+
+
+def _leftovers(p: Provider, name: str, regions: list[str]) -> list[str]:
+    """What still carries the deployment's tag in ``regions`` (deduplicated: IAM is global)."""
+    left: list[str] = []
+    look = getattr(p, "leftovers", None)
+    for region in regions:
+        try:
+            items = (look(name, region) if look is not None
+                     else [f"{region}:{i.id}" for i in alive(p.find(name, region))])
+        except CloudError as exc:
+            items = [f"{region}: cannot be checked ({exc})"]
+        left += [x for x in items if x not in left]
+    return left

@@ -21,7 +21,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import socket
 import sqlite3
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -30,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.errors import OperationError, UserInputError
+from advisor.errors import UserInputError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS deployments (
@@ -75,7 +80,25 @@ CREATE TABLE IF NOT EXISTS events (
   data TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS events_by_deployment ON events(deployment, seq);
+CREATE TABLE IF NOT EXISTS leases (
+  name TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  purpose TEXT NOT NULL,
+  acquired_at TEXT NOT NULL,
+  expires_at TEXT NOT NULL
+);
 """
+
+#: the layout this code writes (``PRAGMA user_version``): 0 is the unversioned layout before the
+#: lease table, brought up to date on open; a newer number is refused (an older advisor must not
+#: write a layout it does not know)
+SCHEMA_VERSION = 1
+#: how long a lease holds without a renewal; a holder renews it every third of that
+LEASE_TTL_S = 300.0
+_MAGIC = b"SQLite format 3\x00"
+_HINT_MOVE = ("move it away (or set ADVISOR_HOME to another folder), then run "
+              "'advisor status --reconcile' or 'advisor down NAME --all-regions' for each "
+              "deployment")
 
 #: deployment statuses: launching (intent written, result not yet), running (an instance is
 #: up), failed (every attempt failed, nothing left running), down (terminated and cleaned up)
@@ -140,42 +163,283 @@ def default_path() -> Path:
     return Path(platformdirs.user_state_dir("advisor")) / "state.db"
 
 
+class StateWriteError(UserInputError):
+    """The state file refused a write (read-only, disk full, locked for too long).
+
+    Exit 2 with a hint: whatever the clouds did before it is found again by
+    ``advisor status --reconcile`` once the file can be written."""
+
+    def __init__(self, path: Path, exc: BaseException, message: str | None = None) -> None:
+        self.path = path
+        super().__init__(message or f"the state file {path} cannot be written: {exc}",
+                         hint=f"make {path} and its folder writable, then run 'advisor status "
+                         "--reconcile' to bring it up to date with the clouds")
+
+
+class LeaseHeld(UserInputError):
+    """Another advisor process holds the deployment's lease: nothing was done."""
+
+    def __init__(self, name: str, owner: str, purpose: str, since: str) -> None:
+        host, pid, _ = (owner.split(":") + ["", "", ""])[:3]
+        self.name, self.owner, self.purpose, self.since = name, owner, purpose, since
+        where = f"pid {pid}" + ("" if host == socket.gethostname() else f" on {host}")
+        super().__init__(f"deployment {name} is being {purpose} by another advisor process "
+                         f"({where} since {since}); wait for it, or run 'advisor status {name}'")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    except OSError:
+        return True
+    try:  # a zombie (killed, not yet reaped) is dead for our purpose
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def _holder_gone(owner: str) -> bool:
+    """The owner is a process on this host that no longer runs."""
+    host, pid, _ = (owner.split(":") + ["", "", ""])[:3]
+    return host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid))
+
+
+class Lease:
+    """One advisor process's hold on one deployment name (``Store.acquire``): a context manager
+    that renews itself every third of its ``ttl`` on its own connection while held and is
+    released on exit. A lease whose holder died (a dead pid on this host) or that was not
+    renewed in time is taken over by the next ``acquire``."""
+
+    def __init__(self, store: Store, name: str, owner: str, ttl: float, purpose: str) -> None:
+        self.store, self.name, self.owner, self.ttl, self.purpose = (store, name, owner, ttl,
+                                                                     purpose)
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def renew(self) -> bool:
+        ok = self.store.renew(self.name, self.owner, self.ttl)
+        self.lost = self.lost or not ok
+        return ok
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5)
+        with suppress(UserInputError, sqlite3.Error):  # a dead pid frees it anyway
+            self.store.release(self.name, self.owner)
+
+    def _beat(self) -> None:
+        db: sqlite3.Connection | None = None
+        try:
+            while not self._stop.wait(self.ttl / 3):
+                db = db or Store._connect(self.store.path)
+                cur = db.execute("UPDATE leases SET expires_at=? WHERE name=? AND owner=?",
+                                 (_at(self.ttl), self.name, self.owner))
+                if cur.rowcount == 0:
+                    self.lost = True
+                    return
+        except sqlite3.Error:
+            return  # the next acquire sees an expired lease; the holder goes on
+        finally:
+            if db is not None:
+                db.close()
+
+    def __enter__(self) -> Lease:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name=f"lease-{self.name}",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _at(after_s: float = 0.0) -> str:
+    return datetime.fromtimestamp(time.time() + after_s, UTC).isoformat(timespec="milliseconds")
+
+
 class Store:
     """The deployments database. Every method is one short transaction."""
 
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path else default_path()
+        self._warned: set[str] = set()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA foreign_keys = ON")
-            self._db.executescript(SCHEMA)
+            if not self.path.exists():
+                self._create()
+            self._check_file()
+            self._db = self._connect(self.path)
+            self._open_schema()
         except sqlite3.DatabaseError as exc:
+            with suppress(AttributeError, sqlite3.Error):
+                self._db.close()
             raise UserInputError(f"the state file {self.path} cannot be used: {exc}",
-                                 hint="move it away (or set ADVISOR_HOME to another folder) "
-                                 "and run 'advisor status --reconcile' for each deployment"
-                                 ) from exc
+                                 hint=_HINT_MOVE) from exc
+        except OSError as exc:
+            raise UserInputError(f"the state file {self.path} cannot be opened: "
+                                 f"{exc.strerror or exc}", hint="make it (and its folder) "
+                                 "readable and writable, or " + _HINT_MOVE) from exc
         with suppress(OSError):
             self.path.chmod(0o600)
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA busy_timeout = 30000")
+        return db
+
+    def _create(self) -> None:
+        """A new state file appears whole: it is made under a temporary name and linked into
+        place, so that a file of 0 bytes at ``path`` always means a lost state, never one that
+        another process is creating at this moment."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            db = self._connect(tmp)
+            db.execute("PRAGMA journal_mode = WAL")
+            db.executescript(SCHEMA)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.close()
+            with suppress(OSError):
+                tmp.chmod(0o600)
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process made it first: use theirs
+            except OSError:  # a file system without hard links: the race is back, but rare
+                with suppress(FileExistsError), open(self.path, "xb") as f:
+                    f.write(tmp.read_bytes())
+        finally:
+            for extra in ("", "-wal", "-shm", "-journal"):
+                with suppress(OSError):
+                    Path(f"{tmp}{extra}").unlink()
+
+    def _check_file(self) -> None:
+        """An empty or foreign file is refused before SQLite sees it (SQLite would read an empty
+        file as an empty database: every deployment gone without a word)."""
+        if not self.path.is_file():
+            raise self._unusable("it is not a file")
+        with open(self.path, "rb") as f:
+            head = f.read(len(_MAGIC))
+        if not head:
+            raise self._unusable("it is empty (0 bytes); the deployments it recorded are "
+                                 "lost, not absent")
+        if head != _MAGIC:
+            raise self._unusable("it is not an SQLite database")
+
+    def _unusable(self, why: str) -> UserInputError:
+        return UserInputError(f"the state file {self.path} cannot be used: {why}",
+                              hint=_HINT_MOVE)
+
+    def _open_schema(self) -> None:
+        db = self._db
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise UserInputError(f"the state file {self.path} cannot be used: it has layout "
+                                 f"version {version}; this advisor knows up to {SCHEMA_VERSION}",
+                                 hint="upgrade advisor (a newer one wrote this file), or set "
+                                 "ADVISOR_HOME to another folder")
+        problems = [str(r[0]) for r in db.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            more = f", and {len(problems) - 1} more" if len(problems) > 1 else ""
+            raise self._unusable(f"it is damaged (quick_check: {problems[0][:200]}{more})")
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA foreign_keys = ON")
+        if version < SCHEMA_VERSION:
+            # an older layout: every table is CREATE IF NOT EXISTS, so bringing it up to date is
+            # creating what is missing, then the version, in one transaction
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if int(db.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:
+                    for stmt in SCHEMA.split(";"):
+                        if stmt.strip():
+                            db.execute(stmt)
+                    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            except BaseException:
+                with suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     def close(self) -> None:
         self._db.close()
 
+    def _warn(self, key: str, message: str) -> None:
+        """A damaged row is skipped (or read without its damaged part) and said once, on
+        stderr: one bad row must not make the rest of the file, or ``down``, unusable."""
+        if key not in self._warned:
+            self._warned.add(key)
+            print(f"warning: {message}", file=sys.stderr)
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StateWriteError(self.path, exc) from exc
         try:
             yield db
-        except BaseException:
-            db.execute("ROLLBACK")
+        except BaseException as exc:
+            with suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StateWriteError(self.path, exc) from exc
             raise
         else:
-            db.execute("COMMIT")
+            try:
+                db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                with suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise StateWriteError(self.path, exc) from exc
+
+    # -- leases: one launcher per name ------------------------------------------------------
+    def acquire(self, name: str, ttl: float = LEASE_TTL_S, purpose: str = "launched") -> Lease:
+        """Take the lease on ``name`` (one transaction, ``BEGIN IMMEDIATE``): a free name, an
+        expired lease, or one whose holder died on this host. Held by anyone else: `LeaseHeld`
+        at once (exit 2), and nothing is done. Use the result as a context manager."""
+        owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+        now = _at()
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM leases WHERE name=?", (name,)).fetchone()
+            if row is not None:
+                if row["expires_at"] > now and not _holder_gone(row["owner"]):
+                    raise LeaseHeld(name, row["owner"], row["purpose"], row["acquired_at"])
+                why = "expired" if row["expires_at"] <= now else "its process is gone"
+                self._event(db, name, "lease", f"took over the lease of {row['owner']} "
+                            f"({row['purpose']} since {row['acquired_at']}): {why}")
+            db.execute("INSERT INTO leases (name, owner, purpose, acquired_at, expires_at)"
+                       " VALUES (?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET owner=excluded.owner,"
+                       " purpose=excluded.purpose, acquired_at=excluded.acquired_at,"
+                       " expires_at=excluded.expires_at",
+                       (name, owner, purpose, now, _at(ttl)))
+        return Lease(self, name, owner, ttl, purpose)
+
+    def renew(self, name: str, owner: str, ttl: float = LEASE_TTL_S) -> bool:
+        """Push the expiry on; False when the lease is no longer ``owner``'s."""
+        with self._tx() as db:
+            cur = db.execute("UPDATE leases SET expires_at=? WHERE name=? AND owner=?",
+                             (_at(ttl), name, owner))
+            return cur.rowcount == 1
+
+    def release(self, name: str, owner: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM leases WHERE name=? AND owner=?", (name, owner))
+
+    def lease(self, name: str) -> dict[str, str] | None:
+        """Who holds ``name`` now (owner, purpose, acquired_at, expires_at), if anyone."""
+        row = self._db.execute("SELECT * FROM leases WHERE name=?", (name,)).fetchone()
+        return dict(row) if row else None
 
     # -- writes -----------------------------------------------------------------------------
     def begin(self, name: str, provider: str, model: str, ctx: int,
@@ -282,25 +546,67 @@ class Store:
     def events(self, name: str) -> list[Event]:
         rows = self._db.execute("SELECT * FROM events WHERE deployment=? ORDER BY seq",
                                 (name,)).fetchall()
-        return [Event(seq=r["seq"], at=r["at"], kind=r["kind"], message=r["message"],
-                      data=json.loads(r["data"])) for r in rows]
+        out = []
+        for r in rows:
+            try:
+                data = json.loads(r["data"])
+                if not isinstance(data, dict):
+                    raise ValueError(f"data is {type(data).__name__}, not an object")
+                out.append(Event(seq=r["seq"], at=r["at"], kind=r["kind"],
+                                 message=r["message"], data=data))
+            except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+                self._warn(f"event {r['seq']}", f"{self.path}: event #{r['seq']} of {name} is "
+                           f"damaged ({_short(exc)}); skipped")
+        return out
 
     def _deployment(self, row: sqlite3.Row) -> Deployment:
+        """One deployment; a damaged instance or resource row is skipped, a damaged spec read
+        as empty, each with a warning: ``down`` must stay possible."""
         name = row["name"]
-        inst = [InstanceRow(id=r["id"], provider=r["provider"], region=r["region"],
-                            zone=r["zone"], instance_type=r["instance_type"], state=r["state"],
-                            private_ip=r["private_ip"], public_ip=r["public_ip"])
-                for r in self._db.execute("SELECT * FROM instances WHERE deployment=?"
-                                          " ORDER BY id", (name,))]
-        res = [ResourceRow(kind=r["kind"], id=r["id"], region=r["region"])
-               for r in self._db.execute("SELECT * FROM resources WHERE deployment=?"
-                                         " ORDER BY kind, id", (name,))]
+        inst: list[InstanceRow] = []
+        for r in self._db.execute("SELECT * FROM instances WHERE deployment=? ORDER BY id",
+                                  (name,)):
+            try:
+                inst.append(InstanceRow(id=r["id"], provider=r["provider"], region=r["region"],
+                                        zone=r["zone"], instance_type=r["instance_type"],
+                                        state=r["state"], private_ip=r["private_ip"],
+                                        public_ip=r["public_ip"]))
+            except ValueError as exc:
+                self._warn(f"instance {name} {r['id']}", f"{self.path}: an instance row of "
+                           f"{name} is damaged ({_short(exc)}); skipped")
+        res: list[ResourceRow] = []
+        for r in self._db.execute("SELECT * FROM resources WHERE deployment=?"
+                                  " ORDER BY kind, id", (name,)):
+            try:
+                res.append(ResourceRow(kind=r["kind"], id=r["id"], region=r["region"]))
+            except ValueError as exc:
+                self._warn(f"resource {name} {r['id']}", f"{self.path}: a resource row of "
+                           f"{name} is damaged ({_short(exc)}); skipped")
         try:
             spec = json.loads(row["spec"])
+            if not isinstance(spec, dict):
+                raise ValueError(f"spec is {type(spec).__name__}, not an object")
+        except (ValueError, TypeError) as exc:
+            self._warn(f"spec {name}", f"{self.path}: the launch spec of {name} is damaged "
+                       f"({_short(exc)}); read as empty (pass the provider options again)")
+            spec = {}
+        fields: dict[str, Any] = {k: row[k] for k in (
+            "provider", "model", "ctx", "instance_type", "region", "zone", "status",
+            "created_at", "updated_at")}
+        try:
+            return Deployment(name=name, spec=spec, instances=inst, resources=res, **fields)
         except ValueError as exc:
-            raise OperationError(f"the state file's record of {name} is damaged: {exc}") from exc
-        return Deployment(name=name, provider=row["provider"], model=row["model"],
-                          ctx=row["ctx"], instance_type=row["instance_type"],
-                          region=row["region"], zone=row["zone"], status=row["status"],
-                          spec=spec, created_at=row["created_at"],
-                          updated_at=row["updated_at"], instances=inst, resources=res)
+            self._warn(f"deployment {name}", f"{self.path}: the record of {name} is damaged "
+                       f"({_short(exc)}); its damaged fields are read as unknown")
+        clean: dict[str, Any] = {}
+        for k, v in fields.items():
+            want = int if k == "ctx" else str
+            clean[k] = v if isinstance(v, want) else None
+        clean["ctx"] = clean["ctx"] if clean["ctx"] is not None else 0
+        for k in ("provider", "model", "status", "created_at", "updated_at"):
+            clean[k] = clean[k] if clean[k] is not None else "?"
+        return Deployment(name=str(name), spec=spec, instances=inst, resources=res, **clean)
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160]
