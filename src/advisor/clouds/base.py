@@ -38,6 +38,9 @@ NAME = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
 TAG_DEPLOYMENT = "advisor-deployment"
 TAG_VERSION = "advisor-version"
 TAG_MODEL = "advisor-model"
+#: the provision run (attempt) that made a resource: a failed attempt's cleanup removes only
+#: what carries its own id
+TAG_ATTEMPT = "advisor-attempt"
 
 
 def check_name(name: str) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from advisor.clouds.aws.secrets import ssm_parameter
 from advisor.clouds.base import (
+    TAG_ATTEMPT,
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
@@ -374,13 +375,22 @@ class AwsProvider:
                 raise err from exc
         return name
 
-    @staticmethod
-    def _ours(iam: Any, role: str, deployment: str) -> bool:
+    @classmethod
+    def _ours(cls, iam: Any, role: str, deployment: str, attempt: str | None = None) -> bool:
         try:
             tags = iam.list_role_tags(RoleName=role).get("Tags", [])
         except Exception:
             return False
-        return {"Key": TAG_DEPLOYMENT, "Value": deployment} in tags
+        return cls._tagged(tags, deployment, attempt)
+
+    @classmethod
+    def _profile_ours(cls, iam: Any, name: str, deployment: str) -> bool:
+        try:
+            tags = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"].get(
+                "Tags", [])
+        except Exception:
+            return False
+        return cls._tagged(tags, deployment)
 
     def _image(self, spec: LaunchSpec) -> dict[str, Any]:
         ec2 = self._client("ec2", spec.region)
@@ -450,25 +460,55 @@ class AwsProvider:
         return self._row(r["Instances"][0], spec.region)
 
     def terminate(self, deployment: str, region: str) -> list[str]:
+        return (self.terminate_instances(deployment, region)
+                + self.remove_network(deployment, region))
+
+    def terminate_attempt(self, deployment: str, region: str, attempt: str) -> list[str]:
+        """Only what one provision attempt made (its ``advisor-attempt`` tag): a failed attempt
+        never deletes a security group, role or instance another attempt made or uses."""
+        return (self.terminate_instances(deployment, region, attempt)
+                + self.remove_network(deployment, region, attempt))
+
+    @staticmethod
+    def _filters(deployment: str, attempt: str | None) -> list[dict[str, Any]]:
+        f = [{"Name": f"tag:{TAG_DEPLOYMENT}", "Values": [deployment]}]
+        if attempt:
+            f.append({"Name": f"tag:{TAG_ATTEMPT}", "Values": [attempt]})
+        return f
+
+    def terminate_instances(self, deployment: str, region: str,
+                            attempt: str | None = None) -> list[str]:
         ec2 = self._client("ec2", region)
-        removed: list[str] = []
-        ids = [i.id for i in self.find(deployment, region)]
+        r = self._call(ec2, "describe_instances", Filters=[
+            *self._filters(deployment, attempt),
+            {"Name": "instance-state-name", "Values": ALIVE_STATES}])
+        ids = [i["InstanceId"] for res in r.get("Reservations", []) for i in res["Instances"]]
         if ids:
             self._call(ec2, "terminate_instances", InstanceIds=ids)
             ec2.get_waiter("instance_terminated").wait(
                 InstanceIds=ids, WaiterConfig={"Delay": self.waiter_delay, "MaxAttempts": 120})
-            removed += ids
-        sgs = self._call(ec2, "describe_security_groups", Filters=[
-            {"Name": f"tag:{TAG_DEPLOYMENT}", "Values": [deployment]}])["SecurityGroups"]
+        return ids
+
+    def remove_network(self, deployment: str, region: str,
+                       attempt: str | None = None) -> list[str]:
+        """The security groups, placement group, role and instance profile tagged with the
+        deployment (and ``attempt``, when given) — after its instances are gone."""
+        ec2 = self._client("ec2", region)
+        removed: list[str] = []
+        sgs = self._call(ec2, "describe_security_groups",
+                         Filters=self._filters(deployment, attempt))["SecurityGroups"]
         for sg in sgs:
-            for attempt in range(12):  # ENIs of terminated instances linger for a while
+            for n in range(12):  # ENIs of terminated instances linger for a while
                 try:
                     ec2.delete_security_group(GroupId=sg["GroupId"])
                     removed.append(sg["GroupId"])
                     break
                 except Exception as exc:
                     err = self.classify(exc)
-                    if getattr(err, "code", "") == "DependencyViolation" and attempt < 11:
+                    code = getattr(err, "code", "")
+                    if code == "InvalidGroup.NotFound":
+                        break  # gone meanwhile
+                    if code == "DependencyViolation" and n < 11:
                         self.sleep(self.waiter_delay)
                         continue
                     raise err from exc
@@ -477,11 +517,40 @@ class AwsProvider:
                 {"Name": "group-name", "Values": [sg_name(deployment)]}]
             ).get("PlacementGroups", [])
             for g in groups:
-                if {"Key": TAG_DEPLOYMENT, "Value": deployment} in (g.get("Tags") or []):
+                if self._tagged(g.get("Tags"), deployment, attempt):
                     self._call(ec2, "delete_placement_group", GroupName=g["GroupName"])
                     removed.append(f"placement-group:{g['GroupName']}")
-        removed += self._remove_profile(deployment, region)
+        removed += self._remove_profile(deployment, region, attempt)
         return removed
+
+    @staticmethod
+    def _tagged(tag_list: Any, deployment: str, attempt: str | None = None) -> bool:
+        t = {x.get("Key"): x.get("Value") for x in tag_list or []}
+        return t.get(TAG_DEPLOYMENT) == deployment and (not attempt
+                                                        or t.get(TAG_ATTEMPT) == attempt)
+
+    def leftovers(self, deployment: str, region: str) -> list[str]:
+        """What still carries the deployment's tag here: live instances, security groups, its
+        IAM role and instance profile (global: named without a region)."""
+        ec2 = self._client("ec2", region)
+        left = [f"{region}:{i.id}" for i in self.find(deployment, region)]
+        sgs = self._call(ec2, "describe_security_groups",
+                         Filters=self._filters(deployment, None))["SecurityGroups"]
+        left += [f"{region}:{sg['GroupId']}" for sg in sgs]
+        iam = self._client("iam", region)
+        name = sg_name(deployment)
+        if self._ours(iam, name, deployment):
+            left.append(f"iam-role:{name}")
+        try:
+            prof = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"].get(
+                "Tags", [])
+        except Exception as exc:
+            if getattr(self.classify(exc), "code", "") != "NoSuchEntity":
+                raise self.classify(exc) from exc
+        else:
+            if self._tagged(prof, deployment):
+                left.append(f"instance-profile:{name}")
+        return left
 
     def _was_multi_node(self, deployment: str, region: str) -> bool:
         """Whether the deployment ran a multi-node group here (its instances, terminated ones
@@ -499,13 +568,26 @@ class AwsProvider:
 
         return catalog_facts(self, regions, doc)
 
-    def _remove_profile(self, deployment: str, region: str) -> list[str]:
+    def _remove_profile(self, deployment: str, region: str,
+                        attempt: str | None = None) -> list[str]:
         iam = self._client("iam", region)
         name = sg_name(deployment)
-        if not self._ours(iam, name, deployment):
-            return []  # no such role, or one that advisor did not make: leave it alone
-        for call, kw in (("remove_role_from_instance_profile",
-                          {"InstanceProfileName": name, "RoleName": name}),
+        # no such role, one that advisor did not make, or another attempt's: leave it —
+        # unless an instance profile of ours is left without its role (a crash mid-down)
+        if not self._ours(iam, name, deployment, attempt) and (
+                attempt or not self._profile_ours(iam, name, deployment)):
+            return []
+        try:  # a profile made by a run that died before AddRoleToInstanceProfile holds no role
+            held = [r["RoleName"] for r in iam.get_instance_profile(
+                InstanceProfileName=name)["InstanceProfile"].get("Roles", [])]
+        except Exception as exc:
+            if getattr(self.classify(exc), "code", "") != "NoSuchEntity":
+                raise self.classify(exc) from exc
+            held = []
+        steps: list[tuple[str, dict[str, str]]] = [
+            ("remove_role_from_instance_profile", {"InstanceProfileName": name, "RoleName": r})
+            for r in held if r == name]
+        for call, kw in (*steps,
                          ("delete_instance_profile", {"InstanceProfileName": name}),
                          ("delete_role_policy", {"RoleName": name,
                                                  "PolicyName": "advisor-read-api-key"}),
