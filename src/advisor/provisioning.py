@@ -22,13 +22,16 @@ between is found again by ``status(reconcile=True)``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from contextlib import ExitStack
+from contextvars import ContextVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,7 +55,7 @@ from advisor.clouds.registry import CLOUDS
 from advisor.core.engine import DEFAULT_VLLM_VERSION
 from advisor.core.layouts import Plan
 from advisor.errors import OperationError, UserInputError
-from advisor.state import Deployment, InstanceRow, Store
+from advisor.state import Deployment, InstanceRow, StateWriteError, Store
 
 #: OS, CUDA libraries, the vLLM virtual environment and the Hugging Face cache besides weights
 DISK_OVERHEAD_GIB = 60
@@ -231,7 +234,37 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
         labels=user_agent_labels(name, model_label), options=dict(options))
 
 
+# -- one launcher per name ----------------------------------------------------------------------
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+#: the leases the running provision()/down() holds, released when it returns or raises
+_leases: ContextVar[ExitStack | None] = ContextVar("advisor_leases", default=None)
+
+
+def _one_at_a_time(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Whatever ``fn`` takes with :func:`_hold` is released when it returns or raises."""
+    @functools.wraps(fn)
+    def held(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with ExitStack() as stack:
+            token = _leases.set(stack)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _leases.reset(token)
+
+    return held
+
+
+def _hold(st: Store, name: str, purpose: str) -> None:
+    """The deployment's lease, or a one-line refusal (exit 2) when another advisor process holds
+    it: two launches of one name would make two instances, or remove each other's firewall."""
+    stack = _leases.get()
+    assert stack is not None, "_hold outside an @_one_at_a_time function"
+    stack.enter_context(st.acquire(name, purpose=purpose))
+
+
 # -- provision --------------------------------------------------------------------------------
+@_one_at_a_time
 def provision(model: str, ctx: int, *, provider: str | None = None,
               instance: str | None = None, regions: list[str] | None = None,
               name: str | None = None, spot: bool = False,
@@ -337,6 +370,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     cands = [c.model_copy(update={"spec": c.spec.model_copy(update={
         "labels": {**c.spec.labels, TAG_ATTEMPT: attempt_id}})}) for c in cands]
     st = store or Store()
+    _hold(st, name, "launched")
     existing = _existing(st, name, providers, opts, cands, say, alias, ctx)
     if existing is not None:
         return existing.model_copy(update={"warnings": warnings})
@@ -693,6 +727,7 @@ def sold_regions(provider: str, types: list[str] | None = None,
     return sorted(out)
 
 
+@_one_at_a_time
 def down(name: str, *, store: Store | None = None, providers: ProviderSource = None,
          provider_options: Mapping[str, Mapping[str, str]] | None = None,
          confirm: Callable[[str], bool] | None = None,
@@ -707,6 +742,7 @@ def down(name: str, *, store: Store | None = None, providers: ProviderSource = N
     :class:`OperationError` lists what is left."""
     say = progress or (lambda _m: None)
     st = store or Store()
+    _hold(st, name, "taken down")
     dep = st.get(name)
     if provider is not None:
         registry.info(provider)
@@ -743,6 +779,8 @@ def down(name: str, *, store: Store | None = None, providers: ProviderSource = N
         if not confirm(ask):
             raise UserInputError("nothing removed: not confirmed", hint="pass --yes to skip the "
                                  "question")
+    if dep is not None:  # written first: a reconcile after a failed last write ends in 'down'
+        st.event(name, "down-intent", f"down: {len(places)} region(s)")
     removed: list[str] = []
     failed: list[str] = []
     not_searched: list[str] = []
@@ -778,9 +816,14 @@ def down(name: str, *, store: Store | None = None, providers: ProviderSource = N
             hint=f"run 'advisor down {name}' again in a minute (instances take a while to go); "
             f"if they stay, look them up by the tag {TAG_DEPLOYMENT}={name} in the console")
     if dep is not None:
-        st.set_instances_state(name, "terminated")
-        st.forget_resources(name)
-        st.set_status(name, "down", "down: removed " + (", ".join(removed) or "nothing"))
+        try:
+            st.set_instances_state(name, "terminated")
+            st.forget_resources(name)
+            st.set_status(name, "down", "down: removed " + (", ".join(removed) or "nothing"))
+        except StateWriteError as exc:  # the clouds are done; the file still says otherwise
+            raise StateWriteError(exc.path, exc, f"{name} was taken down (removed: "
+                                  f"{', '.join(removed) or 'nothing'}), but the state file "
+                                  f"could not record it: {exc}") from exc
     regions_all = list(dict.fromkeys(r for _p, r in places))
     return DownResult(name=name, removed=removed, regions=regions_all, searched=searched,
                       not_searched=not_searched)
