@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -50,6 +50,12 @@ class FakeCompute:
         #: propagation delay)
         self.unknown_account_for = 0
         self._n = 0
+        #: every request answered so far (the fault suite counts a provision's calls with it)
+        self.calls = 0
+        #: fault hook: called as fault(n, method, path) before request n (1-based) is handled;
+        #: an answer (status, body) is sent instead of the real one, None lets it through
+        self.fault: Callable[[int, str, str], tuple[int, dict[str, Any]] | None] | None = None
+        self._lock = threading.Lock()
 
     # -- operations -------------------------------------------------------------------------
     def _op(self, project: str, zone: str | None, target: str, kind: str,
@@ -71,6 +77,11 @@ class FakeCompute:
 
     def handle(self, method: str, path: str, query: dict[str, list[str]],
                body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.calls += 1
+            n = self.calls
+        if self.fault is not None and (injected := self.fault(n, method, path)) is not None:
+            return injected
         self.requests.append((method, path + ("?" + "&".join(
             f"{k}={v[0]}" for k, v in query.items()) if query else ""), body))
         if path == "/v1/services/6F81-5844-456A/skus":  # the Cloud Billing Catalog, paged by 2

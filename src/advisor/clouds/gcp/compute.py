@@ -19,6 +19,14 @@ when ``--allow-cidr`` or ``--ssh-cidr`` opens something; without one it reaches 
 Hugging Face Hub only through Cloud NAT on its network (``--network``), which advisor does not
 create (a note says so).
 
+Found again from the cloud: instances and their boot disks carry the labels
+``advisor-deployment`` and ``advisor-attempt`` (the provision run that made them); firewall rules
+and the service account cannot carry labels, so their exact names say the deployment and their
+descriptions begin ``advisor deployment NAME attempt ID``. ``terminate_attempt`` removes only
+what one attempt made; ``down`` removes instances first (``terminate_instances``), then the
+global rules and account (``remove_network``, only once no instance of the deployment is left);
+``leftovers`` lists whatever is still there, bindings on the secrets included.
+
 ``endpoint``, ``iam_url``, ``secretmanager_url`` and ``credentials`` are the seams the tests
 use: a local HTTP endpoint and anonymous credentials.
 """
@@ -28,12 +36,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from advisor.clouds.base import (
+    TAG_ATTEMPT,
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
@@ -97,6 +107,12 @@ def disk_type(machine_type: str) -> str:
     return "pd-ssd"
 
 
+def _not_found(err: CloudError) -> bool:
+    """A delete that found nothing: gone meanwhile (another down, a crash after the delete)."""
+    text = f"{err.code} {err.detail}".lower()
+    return "notfound" in text or "not found" in text or "404" in text
+
+
 def network_path(value: str | None) -> str:
     """``--network``: a network's name or its ``projects/P/global/networks/N`` path, as the
     partial URL that instances and firewall rules take."""
@@ -137,6 +153,29 @@ def sa_display_name(deployment: str) -> str:
     return f"advisor: deployment {deployment}"
 
 
+def owner_text(spec: LaunchSpec) -> str:
+    """What a resource without labels (firewall rule, service account) says about its maker, at
+    the start of its description: ``advisor deployment NAME[ attempt ID]``."""
+    attempt = spec.labels.get(TAG_ATTEMPT)
+    return f"advisor deployment {spec.deployment}" + (f" attempt {attempt}" if attempt else "")
+
+
+_OWNER = re.compile(r"^advisor deployment ([a-z0-9-]+)(?: attempt ([a-z0-9_-]+))?(?=$|[:\s])")
+
+
+def described_owner(description: str) -> tuple[str | None, str | None]:
+    """(deployment, attempt) that a description written by :func:`owner_text` names."""
+    m = _OWNER.match(description or "")
+    return (m.group(1), m.group(2)) if m else (None, None)
+
+
+def firewall_names(deployment: str) -> set[str]:
+    """Every firewall rule name :func:`firewall_bodies` can give the deployment (exact names:
+    ``advisor-a-`` is not a prefix search, which would also find ``advisor-a-b-vllm``)."""
+    return {f"advisor-{deployment}-{s}" for s in ("internal", "vllm", "vllm-v6", "ssh",
+                                                  "ssh-v6")}
+
+
 def secret_names(spec: LaunchSpec) -> list[str]:
     """The Secret Manager secrets the instance reads (API key, Hugging Face token)."""
     out: list[str] = []
@@ -154,7 +193,7 @@ def service_account_body(spec: LaunchSpec) -> dict[str, Any]:
     secrets = secret_names(spec)
     return {"accountId": sa_id(spec.deployment), "serviceAccount": {
         "displayName": sa_display_name(spec.deployment),
-        "description": (f"advisor deployment {spec.deployment} reads: "
+        "description": (f"{owner_text(spec)} reads: "
                         f"{' '.join(secrets) or '-'}")[:256]}}
 
 
@@ -168,7 +207,7 @@ def firewall_bodies(spec: LaunchSpec) -> list[dict[str, Any]]:
     out = []
     if spec.nodes > 1:  # Ray and NCCL between the replica's own instances, nobody else
         out.append({"name": f"advisor-{spec.deployment}-internal",
-                    "description": f"advisor deployment {spec.deployment}: multi-node members",
+                    "description": f"{owner_text(spec)}: multi-node members",
                     "network": spec.options.get("network", "global/networks/default"),
                     "direction": "INGRESS", "priority": 1000,
                     "sourceTags": [net_tag(spec.deployment)],
@@ -182,7 +221,7 @@ def firewall_bodies(spec: LaunchSpec) -> list[dict[str, Any]]:
                                ("-v6", [c for c in cidrs if ":" in c])):
             if ranges:
                 out.append({"name": f"advisor-{spec.deployment}-{suffix}{family}",
-                            "description": f"advisor deployment {spec.deployment}",
+                            "description": owner_text(spec),
                             "network": spec.options.get("network", "global/networks/default"),
                             "direction": "INGRESS", "priority": 1000,
                             "sourceRanges": ranges, "targetTags": [net_tag(spec.deployment)],
@@ -589,44 +628,137 @@ class GcpProvider:
         return catalog_facts(self, regions, doc)
 
     def terminate(self, deployment: str, region: str) -> list[str]:
-        removed = []
-        client = self._client("InstancesClient")
-        for i in self.find(deployment, region):
-            self._wait(self._do(client.delete, project=self.project, zone=i.zone,
-                                instance=i.id))
-            removed.append(i.id)
-        fw = self._client("FirewallsClient")
-        compute = _compute()
-        req = compute.ListFirewallsRequest(project=self.project,
-                                           filter=f'name = "advisor-{deployment}-*"')
-        for rule in self._do(fw.list, request=req):
-            if not str(rule.name).startswith(f"advisor-{deployment}-"):
-                continue
-            self._wait(self._do(fw.delete, project=self.project, firewall=rule.name))
-            removed.append(f"firewall:{rule.name}")
-        return removed + self._remove_service_account(deployment)
+        return (self.terminate_instances(deployment, region)
+                + self.remove_network(deployment, region))
 
-    def _remove_service_account(self, deployment: str) -> list[str]:
-        """The deployment's service account and its bindings, once no instance of the
-        deployment is left in any region; an account advisor did not make is left alone."""
-        email = sa_email(deployment, self.project)
-        status, doc = self._rest("GET", self._sa_url(email))
-        if status == 404:
-            return []
-        if status != 200:
-            raise self._rest_error(status, doc, f"reading service account {email}")
-        if doc.get("displayName") != sa_display_name(deployment):
-            return []
+    def terminate_attempt(self, deployment: str, region: str, attempt: str) -> list[str]:
+        """Only what one provision attempt made: instances labelled with its ``advisor-attempt``,
+        firewall rules and the service account whose description names it. Another attempt's
+        rules or account (reused by this one) are left alone."""
+        return (self.terminate_instances(deployment, region, attempt)
+                + self.remove_network(deployment, region, attempt))
+
+    def _labelled(self, deployment: str, region: str | None = None,
+                  attempt: str | None = None) -> list[tuple[str, Any]]:
+        """(zone, instance) labelled with the deployment (and ``attempt``), in ``region`` or
+        anywhere, in any state."""
         compute = _compute()
         req = compute.AggregatedListInstancesRequest(
             project=self.project, filter=f'labels.{TAG_DEPLOYMENT} = "{deployment}"')
-        for _scope, listed in self._do(self._client("InstancesClient").aggregated_list,
-                                       request=req):
-            if any(i.labels.get(TAG_DEPLOYMENT) == deployment for i in listed.instances):
-                return []  # still used in another region
+        out = []
+        for scope, listed in self._do(self._client("InstancesClient").aggregated_list,
+                                      request=req):
+            zone = scope.split("/")[-1]
+            if region is not None and not zone.startswith(region + "-"):
+                continue
+            for i in listed.instances:
+                if i.labels.get(TAG_DEPLOYMENT) != deployment:
+                    continue
+                if attempt and i.labels.get(TAG_ATTEMPT) != attempt:
+                    continue
+                out.append((zone, i))
+        return out
+
+    def terminate_instances(self, deployment: str, region: str,
+                            attempt: str | None = None) -> list[str]:
+        """The deployment's instances in ``region`` (only ``attempt``'s, when given); each
+        delete is waited for."""
+        removed = []
+        client = self._client("InstancesClient")
+        for zone, i in self._labelled(deployment, region, attempt):
+            try:
+                self._wait(self._do(client.delete, project=self.project, zone=zone,
+                                    instance=i.name))
+            except CloudError as err:
+                if not _not_found(err):
+                    raise
+            removed.append(str(i.name))
+        return removed
+
+    def _firewalls(self, deployment: str, attempt: str | None = None) -> list[str]:
+        """The deployment's firewall rules (global): one of its exact names and a description
+        that names it (and ``attempt``, when given)."""
+        compute = _compute()
+        names = firewall_names(deployment)
+        req = compute.ListFirewallsRequest(project=self.project,
+                                           filter=f'name = "advisor-{deployment}-*"')
+        out = []
+        for rule in self._do(self._client("FirewallsClient").list, request=req):
+            if str(rule.name) not in names:
+                continue
+            dep, att = described_owner(str(rule.description))
+            if dep != deployment or (attempt and att != attempt):
+                continue
+            out.append(str(rule.name))
+        return out
+
+    def remove_network(self, deployment: str, region: str,
+                       attempt: str | None = None) -> list[str]:
+        """The firewall rules and the service account (with its bindings) of the deployment
+        (only those ``attempt`` made, when given) — once no instance of the deployment is left in
+        any region: both are global, shared by every region's instances."""
+        if self._labelled(deployment):
+            return []
+        removed = []
+        fw = self._client("FirewallsClient")
+        for name in self._firewalls(deployment, attempt):
+            try:
+                self._wait(self._do(fw.delete, project=self.project, firewall=name))
+            except CloudError as err:
+                if not _not_found(err):
+                    raise
+            removed.append(f"firewall:{name}")
+        return removed + self._remove_service_account(deployment, attempt)
+
+    def _our_account(self, deployment: str, attempt: str | None = None
+                     ) -> tuple[str, dict[str, Any]] | None:
+        """(email, account) of the deployment's service account when advisor made it (and
+        ``attempt`` did, when given); None otherwise."""
+        email = sa_email(deployment, self.project)
+        status, doc = self._rest("GET", self._sa_url(email))
+        if status == 404:
+            return None
+        if status != 200:
+            raise self._rest_error(status, doc, f"reading service account {email}")
+        if doc.get("displayName") != sa_display_name(deployment):
+            return None
+        if attempt and described_owner(str(doc.get("description", "")))[1] != attempt:
+            return None
+        return email, doc
+
+    def _remove_service_account(self, deployment: str, attempt: str | None = None
+                                ) -> list[str]:
+        """The deployment's service account and its bindings, once no instance of the
+        deployment is left in any region; an account advisor did not make (or, with
+        ``attempt``, another attempt made) is left alone."""
+        ours = self._our_account(deployment, attempt)
+        if ours is None:
+            return []
+        email, doc = ours
+        if self._labelled(deployment):
+            return []  # still used in another region
         for secret in described_secrets(str(doc.get("description", ""))):
             self._revoke(secret, email)
         status, doc = self._rest("DELETE", self._sa_url(email))
         if status not in (200, 404):
             raise self._rest_error(status, doc, f"deleting service account {email}")
         return [f"service-account:{email}"]
+
+    def leftovers(self, deployment: str, region: str) -> list[str]:
+        """What still carries the deployment's label or name: its instances in ``region`` (any
+        state), and — global, named without a region — its firewall rules, its service account
+        and that account's bindings on the secrets its description names."""
+        left = [f"{region}:{i.name}" for _z, i in self._labelled(deployment, region)]
+        left += [f"firewall:{n}" for n in self._firewalls(deployment)]
+        ours = self._our_account(deployment)
+        if ours is not None:
+            email, doc = ours
+            left.append(f"service-account:{email}")
+            member = f"serviceAccount:{email}"
+            for secret in described_secrets(str(doc.get("description", ""))):
+                status, policy = self._rest("GET", self._secret_url(secret) + ":getIamPolicy",
+                                            params={"options.requestedPolicyVersion": "3"})
+                if status == 200 and any(member in b.get("members", [])
+                                         for b in policy.get("bindings", [])):
+                    left.append(f"binding:{secret}:{email}")
+        return left
