@@ -7,7 +7,10 @@ SKUs and usages answer in the shape ``resource_skus.list`` and ``usage.list`` re
 Key Vaults (``add_vault``) are listed by ``resources.list`` with a resourceType filter and read
 by id; role assignments are PUT (synchronously, 201), listed with a principalId filter and
 deleted the way Microsoft.Authorization does: a PUT names an existing VM identity and an
-existing vault's scope, and one name cannot be moved to another principal."""
+existing vault's scope, and one name cannot be moved to another principal.
+
+``calls`` counts every request; ``before`` (fault injection) sees each one first and may raise
+or answer in its place. ``resources.list`` also takes ARM's tagName/tagValue filter."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -50,6 +54,11 @@ class FakeArm(BaseAdapter):
         self.role_assignments: dict[str, dict[str, Any]] = {}
         #: how many role-assignment PUTs answer PrincipalNotFound (Entra ID replication)
         self.principal_unknown_for = 0
+        #: requests received so far (every ARM call, long-running operation polls included)
+        self.calls = 0
+        #: fault injection: called as ``before(n, request)`` ahead of request n (1-based); it
+        #: may raise (the process dies there) or return a response to answer instead
+        self.before: Callable[[int, Any], requests.Response | None] | None = None
 
     def add_vault(self, subscription: str, rg: str, name: str, rbac: bool = True) -> str:
         vid = (f"/subscriptions/{subscription}/resourceGroups/{rg}/providers/"
@@ -106,6 +115,11 @@ class FakeArm(BaseAdapter):
             raw.seek(pos)
             raw = data
         body = json.loads(raw) if raw else None
+        self.calls += 1
+        if self.before is not None:
+            injected = self.before(self.calls, request)
+            if injected is not None:
+                return injected
         self.log.append((request.method, path, body))
         m = request.method
         if key.startswith("/fake-operations/"):
@@ -124,6 +138,11 @@ class FakeArm(BaseAdapter):
             rt = re.search(r"resourceType eq '([^']+)'", q.get("$filter", [""])[0])
             value = [v for v in [*self.vaults.values(), *self.resources.values()]
                      if not rt or str(v.get("type", "")).lower() == rt.group(1).lower()]
+            tag = re.search(r"tagName eq '([^']+)' and tagValue eq '([^']*)'",
+                            q.get("$filter", [""])[0])
+            if tag:  # as ARM: resources (not resource groups) carrying that tag value
+                value = [v for v in value if "/providers/" in str(v.get("id", "")).lower()
+                         and (v.get("tags") or {}).get(tag.group(1)) == tag.group(2)]
             return self._response(request, 200, {"value": value})
         if key in self.vaults and m == "GET":
             return self._response(request, 200, self.vaults[key])

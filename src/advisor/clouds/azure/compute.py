@@ -19,6 +19,15 @@ name derived from the deployment, the principal and the scope (a second run writ
 one), and ``down`` deletes them with the VM. A vault that uses access policies instead of Azure
 RBAC ignores role assignments: a note says so, and advisor changes no vault policy.
 
+Found again by tag: everything advisor makes (its own resource group, NSG, VNet, public IP,
+NIC, VM) carries ``advisor-deployment`` and ``advisor-attempt`` (a role assignment, which takes
+no tags, names both in its description; the OS disk, which does not inherit the VM's tags, is
+named ``VM-osdisk``). ``down`` finds them with ARM's tag filter in any resource group, removes
+the VMs first (``terminate_instances``), then the rest (``remove_network``), and the resource
+group only when nothing is left in it; ``terminate_attempt`` removes one attempt's own (a
+resource PUT again by a later attempt keeps the first attempt's id); ``leftovers`` lists what
+remains.
+
 SSH: Azure requires a key for a Linux VM without a password. ``ssh_public_key`` supplies one;
 without it advisor generates a key pair and throws the private half away, so nobody can log in
 (and port 22 is closed unless ``--ssh-cidr`` opens it).
@@ -40,6 +49,7 @@ from typing import Any
 
 from advisor.clouds.azure.secrets import KEY_SCHEME
 from advisor.clouds.base import (
+    TAG_ATTEMPT,
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
@@ -68,6 +78,15 @@ AUTH = {"AuthorizationFailed", "InvalidAuthenticationToken", "AuthenticationFail
 KV_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
 AUTHORIZATION_API = "2022-04-01"
 KEYVAULT_API = "2023-07-01"
+#: what advisor makes besides the VM, in the order ``remove_network`` deletes it (a NIC holds
+#: its public IP, the VNet's subnet its NSG)
+VM_TYPE = "microsoft.compute/virtualmachines"
+NETWORK_ORDER = (("microsoft.network/networkinterfaces", "network", "network_interfaces"),
+                 ("microsoft.network/publicipaddresses", "network", "public_ip_addresses"),
+                 ("microsoft.compute/disks", "compute", "disks"),
+                 ("microsoft.network/virtualnetworks", "network", "virtual_networks"),
+                 ("microsoft.network/networksecuritygroups", "network",
+                  "network_security_groups"))
 POWER = {"running": "running", "starting": "starting", "stopped": "stopped",
          "stopping": "stopping", "deallocated": "stopped", "deallocating": "stopping"}
 
@@ -297,8 +316,11 @@ class AzureProvider:
                 f"providers/Microsoft.KeyVault/vaults/{vault}/secrets/{secret}")
 
     def role_assignment_body(self, deployment: str, vm: str, vault: str, secret: str,
-                             principal: str) -> dict[str, Any]:
+                             principal: str, attempt: str | None = None) -> dict[str, Any]:
+        """Role assignments take no tags: the description names the deployment (and the
+        attempt), which is how ``down`` and an attempt's cleanup know advisor's own."""
         sub = self._subscription or "<subscription>"
+        made_by = f" ({TAG_ATTEMPT} {attempt})" if attempt else ""
         return {"properties": {
             "roleDefinitionId": f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
                                 f"roleDefinitions/{KV_SECRETS_USER}",
@@ -306,7 +328,8 @@ class AzureProvider:
             # a new identity may not have replicated yet; with its type given ARM does not wait
             # to look it up (Azure RBAC docs, "Assign roles to a new service principal")
             "principalType": "ServicePrincipal",
-            "description": f"advisor deployment {deployment}: {vm} reads {vault}/{secret}"}}
+            "description": f"advisor deployment {deployment}: {vm} reads {vault}/{secret}"
+                           f"{made_by}"}}
 
     def _grant(self, spec: LaunchSpec, principal: str) -> list[str]:
         """Key Vault Secrets User on each secret for ``principal`` (the VM's identity)."""
@@ -318,7 +341,7 @@ class AzureProvider:
             scope = self._secret_scope(vault, secret)
             name = role_assignment_name(spec.deployment, principal, scope)
             body = self.role_assignment_body(spec.deployment, spec.vm_name, vault, secret,
-                                             principal)
+                                             principal, spec.labels.get(TAG_ATTEMPT))
             url = f"{scope}/providers/Microsoft.Authorization/roleAssignments/{name}"
             for attempt in range(10):
                 resp = self._arm("PUT", url, AUTHORIZATION_API, body)
@@ -342,14 +365,18 @@ class AzureProvider:
                     self.notes.append(note)
         return made
 
-    def _revoke(self, deployment: str, principals: list[str]) -> list[str]:
-        """Delete the role assignments advisor made for ``principals`` (the VMs' identities)."""
-        removed = []
+    def _assignments(self, deployment: str, principals: list[str] | None = None,
+                     attempt: str | None = None) -> list[dict[str, Any]]:
+        """advisor's role assignments for ``deployment`` (of ``principals`` only, when given;
+        of one attempt only, when given): found by their description, never by name alone."""
+        out: list[dict[str, Any]] = []
         url = (f"/subscriptions/{self.subscription}/providers/Microsoft.Authorization/"
                "roleAssignments")
-        for principal in principals:
+        filters: list[str | None] = (
+            [f"principalId eq '{p}'" for p in principals] if principals is not None else [None])
+        for flt in filters:
             page: str | None = url
-            params: dict[str, str] | None = {"$filter": f"principalId eq '{principal}'"}
+            params: dict[str, str] | None = {"$filter": flt} if flt else None
             while page:
                 resp = self._arm("GET", page, AUTHORIZATION_API, params=params)
                 if resp.status_code != 200:
@@ -357,16 +384,30 @@ class AzureProvider:
                 doc = resp.json() or {}
                 for ra in doc.get("value", []):
                     props = ra.get("properties") or {}
-                    if not (str(props.get("description", "")).startswith(
-                            f"advisor deployment {deployment}:")
+                    desc = str(props.get("description", ""))
+                    if not (desc.startswith(f"advisor deployment {deployment}:")
                             and str(props.get("roleDefinitionId", "")).lower().endswith(
                                 KV_SECRETS_USER)):
                         continue  # not advisor's: left alone
-                    gone = self._arm("DELETE", ra["id"], AUTHORIZATION_API)
-                    if gone.status_code not in (200, 204, 404):
-                        raise self._arm_error(gone)
-                    removed.append(f"role-assignment:{ra['name']}")
+                    if attempt and not desc.endswith(f"({TAG_ATTEMPT} {attempt})"):
+                        continue  # another attempt's
+                    if ra["id"] not in [x["id"] for x in out]:
+                        out.append(ra)
                 page, params = doc.get("nextLink"), None
+        return out
+
+    def _revoke(self, deployment: str, principals: list[str] | None,
+                attempt: str | None = None, keep: set[str] | None = None) -> list[str]:
+        """Delete the role assignments advisor made for ``principals`` (the VMs' identities;
+        None: every one of the deployment, or of ``attempt``), except those of ``keep``."""
+        removed = []
+        for ra in self._assignments(deployment, principals, attempt):
+            if keep and str((ra.get("properties") or {}).get("principalId")) in keep:
+                continue  # a VM that still exists reads with it
+            gone = self._arm("DELETE", ra["id"], AUTHORIZATION_API)
+            if gone.status_code not in (200, 204, 404):
+                raise self._arm_error(gone)
+            removed.append(f"role-assignment:{ra['name']}")
         return removed
 
     # -- bodies -----------------------------------------------------------------------------
@@ -405,7 +446,8 @@ class AzureProvider:
                 "hardwareProfile": {"vmSize": spec.instance_type},
                 "storageProfile": {
                     "imageReference": _image_ref(spec.image),
-                    "osDisk": {"createOption": "FromImage", "diskSizeGB": spec.disk_gib,
+                    "osDisk": {"name": f"{spec.vm_name}-osdisk", "createOption": "FromImage",
+                               "diskSizeGB": spec.disk_gib,
                                "managedDisk": {"storageAccountType": "Premium_LRS"},
                                "deleteOption": "Delete"}},
                 "osProfile": {
@@ -468,8 +510,9 @@ class AzureProvider:
             scope = self._secret_scope(vault, secret, resolve=False)
             calls.append({"call": "authorization.role_assignments.create", "scope": scope,
                           "name": "<uuid5 of deployment, principalId and scope>",
-                          "body": self.role_assignment_body(spec.deployment, spec.vm_name,
-                                                            vault, secret, principal)})
+                          "body": self.role_assignment_body(
+                              spec.deployment, spec.vm_name, vault, secret, principal,
+                              spec.labels.get(TAG_ATTEMPT))})
         return {"provider": "azure", "subscription": self._subscription or "<subscription>",
                 "resource_group": rg, "region": spec.region, "zone": zone, "calls": calls}
 
@@ -477,7 +520,7 @@ class AzureProvider:
     def _sku(self, spec: LaunchSpec) -> Any:
         skus = self._do(self._client("compute").resource_skus.list,
                         filter=f"location eq '{spec.region}'")
-        for s in skus:
+        for s in self._do(list, skus):  # paged lazily: a page's error is classified too
             if s.resource_type == "virtualMachines" and s.name == spec.instance_type:
                 return s
         return None
@@ -526,8 +569,11 @@ class AzureProvider:
     def _row(self, vm: Any, rg: str, region: str) -> InstanceRow:
         state = str(getattr(vm.properties, "provisioning_state", None) or "unknown").lower()
         if state == "succeeded":
-            view = self._do(self._client("compute").virtual_machines.instance_view, rg, vm.name)
-            for s in view.statuses or []:
+            try:
+                view = self._client("compute").virtual_machines.instance_view(rg, vm.name)
+            except Exception:  # the power state unread: the VM exists, that is what counts
+                view = None
+            for s in (getattr(view, "statuses", None) or []):
                 if str(s.code).startswith("PowerState/"):
                     state = POWER.get(s.code.split("/", 1)[1], s.code.split("/", 1)[1])
         public = private = None
@@ -559,6 +605,7 @@ class AzureProvider:
             self._vault(vault)
         resource = self._client("resource")
         if self._rg is None:  # advisor's own group; a user's group is used as it is
+            self._keep_owner(resource.resource_groups.get, rg, body=b["resourceGroup"])
             self._do(resource.resource_groups.create_or_update, rg,
                      io.BytesIO(json.dumps(b["resourceGroup"]).encode()),
                      content_type="application/json")
@@ -574,8 +621,11 @@ class AzureProvider:
             except Exception as exc:
                 raise self.classify(exc) from exc
         network = self._client("network")
-        self._put(network.network_security_groups, rg, n["nsg"], body=b["networkSecurityGroup"])
-        self._put(network.virtual_networks, rg, n["vnet"], body=b["virtualNetwork"])
+        for ops, name, body in ((network.network_security_groups, n["nsg"],
+                                 b["networkSecurityGroup"]),
+                                (network.virtual_networks, n["vnet"], b["virtualNetwork"])):
+            self._keep_owner(ops.get, rg, name, body=body)
+            self._put(ops, rg, name, body=body)
         made = [ResourceRow(kind="network-security-group", id=n["nsg"], region=spec.region),
                 ResourceRow(kind="virtual-network", id=n["vnet"], region=spec.region)]
         if self._rg is None:
@@ -588,8 +638,10 @@ class AzureProvider:
         key = self._ssh_key or throwaway_ssh_key()
         b = self.bodies(spec, zone, key)
         network = self._client("network")
-        self._put(network.public_ip_addresses, rg, n["ip"], body=b["publicIPAddress"])
-        self._put(network.network_interfaces, rg, n["nic"], body=b["networkInterface"])
+        for ops, name, body in ((network.public_ip_addresses, n["ip"], b["publicIPAddress"]),
+                                (network.network_interfaces, n["nic"], b["networkInterface"])):
+            self._keep_owner(ops.get, rg, name, body=body)
+            self._put(ops, rg, name, body=body)
         vms = self._client("compute").virtual_machines
         try:
             vm = self._put(vms, rg, n["vm"], body=b["virtualMachine"])
@@ -598,6 +650,15 @@ class AzureProvider:
                 # a failed allocation leaves the VM resource behind in state Failed, and its
                 # zone cannot be changed: remove it so the next zone starts clean
                 self._delete(vms, rg, n["vm"])
+            else:
+                # any other failure (a lost poll, an ARM error after the PUT was taken) may
+                # leave a VM that runs: this attempt's own is removed, the error stays
+                with contextlib.suppress(Exception):
+                    vm_now = self._get(vms, rg, n["vm"])
+                    attempt = spec.labels.get(TAG_ATTEMPT)
+                    if vm_now is not None and attempt and \
+                            (vm_now.tags or {}).get(TAG_ATTEMPT) == attempt:
+                        self._delete(vms, rg, n["vm"])
             raise
         if kv_secrets(spec):
             principal = getattr(getattr(vm, "identity", None), "principal_id", None)
@@ -615,41 +676,160 @@ class AzureProvider:
                 raise
         return self._row(vm, rg, spec.region)
 
+    def _keep_owner(self, get: Callable[..., Any], *args: Any, body: dict[str, Any]) -> None:
+        """A PUT replaces a resource's tags: one that an earlier attempt of this deployment made
+        keeps that attempt's id, so that this attempt's cleanup leaves it alone."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            old = get(*args)
+        except ResourceNotFoundError:
+            return
+        except Exception as exc:
+            raise self.classify(exc) from exc
+        tags = getattr(old, "tags", None) or {}
+        mine = body.get("tags") or {}
+        if tags.get(TAG_DEPLOYMENT) == mine.get(TAG_DEPLOYMENT) and tags.get(TAG_ATTEMPT):
+            body["tags"] = {**mine, TAG_ATTEMPT: tags[TAG_ATTEMPT]}
+
+    def _tagged(self, deployment: str, region: str | None = None,
+                attempt: str | None = None) -> list[dict[str, str]]:
+        """Every resource in the subscription tagged with the deployment (in ``region``; of
+        ``attempt``), in any resource group: found by ARM's tag filter, not by name."""
+        listed = self._do(self._client("resource").resources.list,
+                          filter=f"tagName eq '{TAG_DEPLOYMENT}' and tagValue eq '{deployment}'")
+        out: list[dict[str, str]] = []
+        for r in self._do(list, listed):
+            tags = r.tags or {}
+            if tags.get(TAG_DEPLOYMENT) != deployment:
+                continue
+            if attempt and tags.get(TAG_ATTEMPT) != attempt:
+                continue
+            if region and str(r.location).lower() != region.lower():
+                continue
+            # /subscriptions/S/resourceGroups/RG/providers/NAMESPACE/TYPE/NAME
+            parts = str(r.id).split("/")
+            if len(parts) != 9 or parts[5].lower() != "providers":
+                continue
+            out.append({"id": str(r.id), "rg": parts[4], "name": parts[8],
+                        "type": f"{parts[6]}/{parts[7]}".lower(),
+                        "location": str(r.location)})
+        return out
+
+    def _get(self, ops: Any, *args: Any) -> Any:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            return ops.get(*args)
+        except ResourceNotFoundError:
+            return None
+        except Exception as exc:
+            raise self.classify(exc) from exc
+
+    def _principals(self, vms: list[dict[str, str]]) -> list[str]:
+        compute = self._client("compute")
+        out = []
+        for r in vms:
+            vm = self._get(compute.virtual_machines, r["rg"], r["name"])
+            if principal := getattr(getattr(vm, "identity", None), "principal_id", None):
+                out.append(str(principal))
+        return out
+
     def terminate(self, deployment: str, region: str) -> list[str]:
-        n = names(deployment)
-        rg = self.rg(deployment)
-        compute, network = self._client("compute"), self._client("network")
-        removed = []
-        vms = [i.id for i in self.find(deployment, region)]
-        principals = []
-        for vm in vms:  # their identities' role assignments go first, while they are known
-            ident = getattr(self._do(compute.virtual_machines.get, rg, vm), "identity", None)
-            if principal := getattr(ident, "principal_id", None):
-                principals.append(str(principal))
-        revoked = self._revoke(deployment, principals)
-        for vm in vms:
-            if self._delete(compute.virtual_machines, rg, vm):
-                removed.append(vm)
-        removed += revoked
-        per_vm = [(ops, names(deployment, vm)[key]) for vm in dict.fromkeys([deployment, *vms])
-                  for ops, key in ((network.network_interfaces, "nic"),
-                                   (network.public_ip_addresses, "ip"))]
-        for ops, name in [*per_vm, (network.virtual_networks, n["vnet"]),
-                          (network.network_security_groups, n["nsg"])]:
-            if self._owned(ops, rg, name, deployment) and self._delete(ops, rg, name):
-                removed.append(name)
-        if self._rg is None:  # the resource group is advisor's own: remove it when empty
+        return (self.terminate_instances(deployment, region)
+                + self.remove_network(deployment, region))
+
+    def terminate_attempt(self, deployment: str, region: str, attempt: str) -> list[str]:
+        """Only what one provision attempt made (its ``advisor-attempt`` tag, or the attempt in
+        a role assignment's description); advisor's resource group goes only when empty."""
+        return (self.terminate_instances(deployment, region, attempt)
+                + self.remove_network(deployment, region, attempt))
+
+    def terminate_instances(self, deployment: str, region: str,
+                            attempt: str | None = None) -> list[str]:
+        """The deployment's VMs in ``region`` (of ``attempt``), their identities' role
+        assignments first, while the principals are known."""
+        vms = [r for r in self._tagged(deployment, region, attempt) if r["type"] == VM_TYPE]
+        removed = self._revoke(deployment, self._principals(vms)) if vms else []
+        ops = self._client("compute").virtual_machines
+        gone = [r["name"] for r in vms if self._delete(ops, r["rg"], r["name"])]
+        return gone + removed
+
+    def remove_network(self, deployment: str, region: str,
+                       attempt: str | None = None) -> list[str]:
+        """NICs, public IPs, OS disks, the VNet and the NSG tagged with the deployment (and
+        ``attempt``) in ``region``, role assignments whose VM is gone, and advisor's own
+        resource group once nothing is left in it — after the VMs are gone."""
+        removed: list[str] = []
+        tagged = self._tagged(deployment, None, attempt)
+        here = [r for r in tagged if r["location"].lower() == region.lower()]
+        if not attempt:
+            here += [r for r in self._os_disks(deployment, region, tagged)
+                     if r["id"].lower() not in {x["id"].lower() for x in here}]
+        for kind, client, attr in NETWORK_ORDER:
+            ops = getattr(self._client(client), attr)
+            for r in here:
+                if r["type"] == kind and self._delete(ops, r["rg"], r["name"]):
+                    removed.append(r["name"])
+        # role assignments of VMs that are gone (a crash between a VM's end and its revoke)
+        live = [r for r in self._tagged(deployment) if r["type"] == VM_TYPE]
+        removed += self._revoke(deployment, None, attempt, keep=set(self._principals(live)))
+        for rg in self._groups(deployment, tagged):
             resource = self._client("resource")
-            try:
-                group = resource.resource_groups.get(rg)
-            except Exception:
-                group = None
-            if group is not None and (group.tags or {}).get(TAG_DEPLOYMENT) == deployment:
-                left = list(resource.resources.list_by_resource_group(rg))
-                if not left:
-                    self._delete(resource.resource_groups, rg)
-                    removed.append(f"resource-group:{rg}")
+            group = self._get(resource.resource_groups, rg)
+            if group is None or (group.tags or {}).get(TAG_DEPLOYMENT) != deployment:
+                continue  # gone, or not advisor's (a user's --resource-group is never removed)
+            # deleting a group deletes all it holds: only an empty one (nothing of another
+            # attempt, nothing of anyone else) is removed
+            held = self._do(list, self._do(resource.resources.list_by_resource_group, rg))
+            if not held and self._delete(resource.resource_groups, rg):
+                removed.append(f"resource-group:{rg}")
         return removed
+
+    def _groups(self, deployment: str, tagged: list[dict[str, str]]) -> list[str]:
+        """Resource groups that may hold the deployment: advisor's own name (unless a group
+        was given) and every group a tagged resource sits in."""
+        own = [] if self._rg is not None else [names(deployment)["rg"]]
+        return list(dict.fromkeys([*own, *(r["rg"] for r in tagged)]))
+
+    def _os_disks(self, deployment: str, region: str,
+                  tagged: list[dict[str, str]]) -> list[dict[str, str]]:
+        """OS disks named ``VM-osdisk`` in the deployment's groups: Azure does not copy the VM's
+        tags onto the disk it makes, so they are found by name (deleted with their VM, unless a
+        failed creation left one behind)."""
+        import re
+
+        disks = self._client("compute").disks
+        pattern = re.compile(rf"^{re.escape(deployment)}(-w\d+)?-osdisk$")
+        out = []
+        for rg in [*self._groups(deployment, tagged), *([self._rg] if self._rg else [])]:
+            try:
+                listed = self._do(list, self._do(disks.list_by_resource_group, rg))
+            except CloudError as err:
+                if err.code in ("ResourceGroupNotFound", "ResourceNotFound"):
+                    continue
+                raise
+            for d in listed:
+                if pattern.match(str(d.name)) and str(d.location).lower() == region.lower():
+                    out.append({"id": str(d.id), "rg": rg, "name": str(d.name),
+                                "type": "microsoft.compute/disks", "location": region})
+        return out
+
+    def leftovers(self, deployment: str, region: str) -> list[str]:
+        """What still carries the deployment's tag here (VMs, NICs, IPs, disks, NSG, VNet),
+        advisor's own resource group and the role assignments made for it (both global)."""
+        tagged = self._tagged(deployment)
+        here = [r for r in tagged if r["location"].lower() == region.lower()]
+        here += [r for r in self._os_disks(deployment, region, tagged)
+                 if r["id"].lower() not in {x["id"].lower() for x in here}]
+        left = [f"{region}:{r['type'].split('/')[-1]}/{r['name']}" for r in here]
+        resource = self._client("resource")
+        for rg in self._groups(deployment, tagged):
+            group = self._get(resource.resource_groups, rg)
+            if group is not None and (group.tags or {}).get(TAG_DEPLOYMENT) == deployment:
+                left.append(f"resource-group:{rg}")
+        left += [f"role-assignment:{ra['name']}" for ra in self._assignments(deployment)]
+        return left
 
     def catalog_facts(self, regions: list[str], doc: dict[str, Any]) -> list[Any]:
         """What the Resource SKUs and Retail Prices APIs state about every GPU VM size offered
@@ -657,14 +837,3 @@ class AzureProvider:
         from advisor.clouds.azure.refresh import catalog_facts
 
         return catalog_facts(self, regions, doc)
-
-    def _owned(self, ops: Any, rg: str, name: str, deployment: str) -> bool:
-        from azure.core.exceptions import ResourceNotFoundError
-
-        try:
-            res = ops.get(rg, name)
-        except ResourceNotFoundError:
-            return False
-        except Exception as exc:
-            raise self.classify(exc) from exc
-        return bool((res.tags or {}).get(TAG_DEPLOYMENT) == deployment)
