@@ -194,3 +194,25 @@ def test_not_confirmed_launches_nothing(tmp_path):
                   providers={"aws": p}, store=Store(tmp_path / "s.db"))
     assert p.launched == [] and p.networks == {}
     assert "g6e.2xlarge" in seen[0] and "$" in seen[0]
+
+
+def test_sdk_provision_checks_refs_image_and_options_before_anything():
+    """The SDK path refuses what the CLI refuses (issue 18): another cloud's secret reference
+    for a named instance, an image no cloud names, a provider option that is unknown or does
+    not match its pattern — before any call (dry run or not)."""
+    import pytest
+
+    from advisor.errors import UserInputError
+    from advisor.provisioning import provision
+
+    base = {"instance": "aws:g6e.2xlarge", "dry_run": True,
+            "hf_token_ref": "aws-ssm:/advisor/hf-token"}
+    with pytest.raises(UserInputError, match="gcp's secret store, but the deployment goes to aws"):
+        provision("llama-3-8b", 8192, **{**base, "api_key_ref": "gcp-secret:k"})
+    with pytest.raises(UserInputError, match="--image"):
+        provision("llama-3-8b", 8192, image="$(reboot)", **base)
+    with pytest.raises(UserInputError, match="has no provider option 'colour'"):
+        provision("llama-3-8b", 8192, provider_options={"aws": {"colour": "red"}}, **base)
+    with pytest.raises(UserInputError, match="is not valid"):
+        provision("llama-3-8b", 8192, provider_options={"gcp": {"project": "Bad Project!"}},
+                  **base)

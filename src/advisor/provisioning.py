@@ -298,6 +298,11 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     warnings += [f"{c} opens SSH to the whole internet" for c in ssh if is_world(c)]
     if provider is not None:
         registry.info(provider)  # NotFoundError naming the clouds
+    # the cloud a named instance belongs to binds the same way --provider does (the SDK path
+    # as well as the CLI: a gcp-secret: reference is never handed to an AWS instance)
+    target = provider or (instance.split(":", 1)[0] if instance and ":" in instance else None)
+    if target is not None and target not in registry.CLOUDS:
+        target = None
     for flag, ref in (("--api-key-ref", api_key_ref), ("--hf-token-ref", hf_token_ref)):
         if ref is None:
             continue
@@ -305,11 +310,20 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
 
         check_value("api_key_ref", ref)
         owner = registry.key_ref_cloud(ref)
-        if provider is not None and owner not in (None, provider):
-            scheme = registry.info(provider).key_scheme
+        if target is not None and owner not in (None, target):
+            scheme = registry.info(target).key_scheme
             example = scheme.example if flag == "--api-key-ref" else scheme.token_example
             raise UserInputError(f"{flag} {ref!r} is read from {owner}'s secret store, but the "
-                                 f"deployment goes to {provider}", hint=f"use {example}")
+                                 f"deployment goes to {target}", hint=f"use {example}")
+    if image is not None:
+        registry.check_image(image, target)
+    for cloud, given in (provider_options or {}).items():
+        known = {o.key: o for o in registry.info(cloud).options}
+        for key, value in given.items():
+            if key not in known:
+                raise UserInputError(f"{cloud} has no provider option {key!r}",
+                                     hint="options: " + ", ".join(sorted(known)))
+            known[key].check(value)
     from advisor.api import require_token
 
     require_token(cat, model, hf_token_ref)

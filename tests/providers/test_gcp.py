@@ -231,8 +231,8 @@ def test_reconcile_notices_a_vanished_instance_and_keeps_the_project(fake, tmp_p
               instance="gcp:g2-standard-8", question=L4,
                       name="vanish",
               providers={"gcp": gcp(fake)}, store=store,
-              provider_options={"gcp": {"project": "proj"}})
-    assert store.require("vanish").spec["options"]["gcp"] == {"project": "proj"}
+              provider_options={"gcp": {"project": "proj-123456"}})
+    assert store.require("vanish").spec["options"]["gcp"] == {"project": "proj-123456"}
     assert status("vanish", reconcile=True, providers={"gcp": gcp(fake)},
                   store=store)[0].status == "running"
     fake.instances.clear()  # deleted behind advisor's back (console, preemption)
