@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
@@ -39,8 +40,10 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", connect)
 
 
-@pytest.fixture(scope="session")
-def moto_url() -> Iterator[str]:
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """moto's server on a free port of 127.0.0.1, stopped (killed if it hangs: a SIGKILLed
+    client may hold it busy) when the block ends."""
     port = _free_port()
     env = {**os.environ, "MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION": "true"}
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
@@ -57,9 +60,21 @@ def moto_url() -> Iterator[str]:
                 proc.kill()
                 pytest.fail("moto server did not start")
             time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture
