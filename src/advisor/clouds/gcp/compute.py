@@ -472,20 +472,7 @@ class GcpProvider:
         return check_quota(self, spec)
 
     def find(self, deployment: str, region: str) -> list[InstanceRow]:
-        compute = _compute()
-        req = compute.AggregatedListInstancesRequest(
-            project=self.project, filter=f'labels.{TAG_DEPLOYMENT} = "{deployment}"')
-        out = []
-        for scope, listed in self._do(self._client("InstancesClient").aggregated_list,
-                                      request=req):
-            zone = scope.split("/")[-1]
-            if not zone.startswith(region + "-"):
-                continue
-            for i in listed.instances:
-                if i.labels.get(TAG_DEPLOYMENT) != deployment:
-                    continue
-                out.append(self._row(i, region, zone))
-        return out
+        return [self._row(i, region, zone) for zone, i in self._labelled(deployment, region)]
 
     @staticmethod
     def _row(i: Any, region: str, zone: str) -> InstanceRow:
