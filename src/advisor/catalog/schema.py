@@ -86,6 +86,10 @@ class Gpu(_Model):
     vendor: Literal["nvidia", "amd"]
     architecture: str | None = None
     aliases: list[str] = Field(default_factory=list)
+    #: PCI device ids the card reports in sysfs (/sys/bus/pci/devices/*/device), lower-case
+    #: ``0x`` + 4 hex digits: how ``--gpu local`` and ``render --target local`` name a host's GPU
+    pci_device_ids: list[Annotated[str, Field(pattern=r"^0x[0-9a-f]{4}$")]] = Field(
+        default_factory=list, max_length=16)
     form_factor: Literal["sxm", "pcie", "oam", "nvl"] | None = None
     #: physical memory as marketed (the vendors' "80 GB" HBM is 80 GiB of DRAM); the largest
     #: GPU sold today has 288 GB: 2 TiB is refused as a typo

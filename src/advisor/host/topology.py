@@ -63,12 +63,33 @@ class TopoGpu(BaseModel):
     links: dict[str, str]
 
 
+class CpuTopology(BaseModel):
+    """The host's CPUs as ``/sys/devices/system/cpu/cpu*/topology`` shows them (online CPUs)."""
+
+    model_config = ConfigDict(frozen=True)
+    #: logical CPUs (what ``nproc`` counts)
+    cpus: int
+    #: distinct thread-sibling sets: the physical cores behind those CPUs
+    cores: int
+    #: distinct ``physical_package_id`` values
+    sockets: int
+    #: SMT siblings exposed: more than one CPU per core (``/sys/devices/system/cpu/smt/active``
+    #: where the kernel has it)
+    smt: bool
+    #: CPU -> the CPUs sharing its core (itself included)
+    siblings: dict[int, list[int]] = {}
+
+
 class Topology(BaseModel):
     model_config = ConfigDict(frozen=True)
+    #: what wrote this shape (``advisor topology --json`` files carry it; render --probe
+    #: checks it)
+    kind: str = "advisor-topology"
     nodes: list[Node]
     gpus: list[PciDevice]
     nics: list[PciDevice]
     nvidia_smi: list[TopoGpu] | None = None
+    cpu: CpuTopology | None = None
     warnings: list[str] = []
 
 
@@ -195,6 +216,31 @@ def _pci(root: Path, classes: tuple[str, ...], vendors: dict[str, str] | None) -
     return out
 
 
+def _cpu_topology(root: Path) -> CpuTopology | None:
+    """Cores, sockets and SMT from ``sys/devices/system/cpu/cpu*/topology`` (None: absent)."""
+    base = root / "sys" / "devices" / "system" / "cpu"
+    siblings: dict[int, list[int]] = {}
+    packages: set[str] = set()
+    for d in _entries(base, "cpu[0-9]*"):
+        if not re.fullmatch(r"cpu\d{1,6}", d.name):
+            continue
+        sib = _read(d / "topology" / "thread_siblings_list")
+        if sib is None:  # an offline CPU has no topology folder
+            continue
+        cpu = int(d.name[3:])
+        siblings[cpu] = parse_cpulist(sib, where=str(d / "topology/thread_siblings_list"))
+        pkg = _read(d / "topology" / "physical_package_id")
+        if pkg is not None and re.fullmatch(r"-?\d{1,6}", pkg):
+            packages.add(pkg)
+    if not siblings:
+        return None
+    cores = {tuple(v) for v in siblings.values()}
+    active = _read(base / "smt" / "active")
+    smt = active == "1" if active in ("0", "1") else any(len(c) > 1 for c in cores)
+    return CpuTopology(cpus=len(siblings), cores=len(cores), sockets=max(1, len(packages)),
+                       smt=smt, siblings=dict(sorted(siblings.items())))
+
+
 def probe(root: str | Path = "/", nvidia_smi_topo: str | None = None) -> Topology:
     """Read the layout from a sysfs tree (and an ``nvidia-smi topo -m`` printout if given)."""
     root = Path(root)
@@ -214,7 +260,8 @@ def probe(root: str | Path = "/", nvidia_smi_topo: str | None = None) -> Topolog
     smi = parse_nvidia_smi_topo(nvidia_smi_topo) if nvidia_smi_topo else None
     if smi is not None and gpus and len(smi) != len(gpus):
         warnings.append(f"nvidia-smi lists {len(smi)} GPUs, sysfs {len(gpus)}")
-    return Topology(nodes=nodes, gpus=gpus, nics=nics, nvidia_smi=smi, warnings=warnings)
+    return Topology(nodes=nodes, gpus=gpus, nics=nics, nvidia_smi=smi,
+                    cpu=_cpu_topology(root), warnings=warnings)
 
 
 def parse_nvidia_smi_topo(text: str) -> list[TopoGpu]:
