@@ -142,6 +142,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "recommend": ("recommend", "recommend_cmd"),
     "plan": ("fleet", "plan_cmd"),
     "topology": ("topology", "topology_cmd"),
+    "doctor": ("doctor", "doctor_cmd"),
     "render": ("render", "render_cmd"),
     "provision": ("provision", "provision_cmd"),
     "status": ("provision", "status_cmd"),
