@@ -73,7 +73,8 @@ def test_misbound_server_is_named_with_the_fix_to_paste(tmp_path):
                                      "--host 127.0.0.1")
     drop = fixes["systemd"]
     assert drop.path == "/etc/systemd/system/vllm.service.d/50-advisor-numa.conf"
-    assert drop.text == "[Service]\nCPUAffinity=0-7\nNUMAPolicy=bind\nNUMAMask=0\n"
+    assert drop.text == ("[Service]\nCPUAffinity=\nCPUAffinity=0-7\nNUMAPolicy=bind\nNUMAMask=\n"
+                         "NUMAMask=0\n")
     assert drop.then == "systemctl daemon-reload && systemctl restart vllm.service"
     assert not report.ok
 

@@ -162,6 +162,9 @@ def _boot_plan(tmp: Path, name: str, files: dict[str, str], gpus: list[tuple[str
     # the GPU side, faked: sysfs tree, nvidia-smi, and pip/vllm stand-ins (via ensurepip)
     for bus, node in gpus:
         box.put(f"/opt/fake-sys/sys/bus/pci/devices/{bus}/numa_node", f"{node}\n")
+        # an H100 SXM (3D controller of NVIDIA), for advisor topology / doctor on the host
+        for attr, value in (("class", "0x030200"), ("vendor", "0x10de"), ("device", "0x2330")):
+            box.put(f"/opt/fake-sys/sys/bus/pci/devices/{bus}/{attr}", value + "\n")
     for n, cpus in nodes.items():
         box.put(f"/opt/fake-sys/sys/devices/system/node/node{n}/cpulist", cpus + "\n")
     box.put("/opt/fake-sys/bus-ids", "".join(f"00000000:{b[5:].upper()}\n" for b, _ in gpus))

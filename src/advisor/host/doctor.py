@@ -853,10 +853,12 @@ class _Judge:
         user = unit.startswith("user:")
         name = unit[5:] if user else unit
         lines = ["[Service]"]
+        # CPUAffinity= and NUMAMask= assignments add up over a unit and its drop-ins
+        # (systemd.exec(5)); the empty one first drops what the unit set
         if cpus:
-            lines.append(f"CPUAffinity={_span(cpus)}")
+            lines += ["CPUAffinity=", f"CPUAffinity={_span(cpus)}"]
         if nodes:
-            lines += ["NUMAPolicy=bind", f"NUMAMask={_span(nodes)}"]
+            lines += ["NUMAPolicy=bind", "NUMAMask=", f"NUMAMask={_span(nodes)}"]
         if omp is not None:
             lines.append(f"Environment=OMP_NUM_THREADS={omp}")
         base = "~/.config/systemd/user" if user else "/etc/systemd/system"
