@@ -335,10 +335,11 @@ def parse_numa_maps(text: str) -> tuple[str | None, dict[int, int]]:
             continue
         page_kib = 4
         counts: dict[int, int] = {}
-        for p in parts[2:]:
-            m = re.fullmatch(r"N(\d{1,5})=(\d{1,15})", p)
-            if m:
-                counts[int(m.group(1))] = int(m.group(2))
+        for p in parts[2:]:  # str methods, not a regex: a CUDA process has 10^4 lines
+            if p[0] == "N":
+                node, _, pages = p[1:].partition("=")
+                if node.isdigit() and pages.isdigit() and len(node) <= 5 and len(pages) <= 15:
+                    counts[int(node)] = int(pages)
             elif p.startswith("kernelpagesize_kB=") and p[18:].isdigit():
                 page_kib = int(p[18:])
         kib = 0
@@ -536,7 +537,12 @@ def find_servers(reader: _Reader, pids: list[int] | None) -> list[list[tuple[int
         role = _role(argv)
         if role is not None:
             roles[pid] = role
-    parents = {pid: reader.ppid(pid) for pid in argvs}
+    cache: dict[int, int | None] = {}
+
+    def parent(pid: int) -> int | None:
+        if pid not in cache:
+            cache[pid] = reader.ppid(pid) if pid in argvs else None
+        return cache[pid]
     if pids:
         for p in pids:
             if p not in argvs:
@@ -548,7 +554,7 @@ def find_servers(reader: _Reader, pids: list[int] | None) -> list[list[tuple[int
         seen = {pid}
         cur = pid
         while True:
-            up = parents.get(cur)
+            up = parent(cur)
             if up is None or up in seen or up not in roles:
                 return cur
             seen.add(up)
@@ -735,8 +741,8 @@ class _Judge:
                 f"{regime_why})",
                 evidence=[Evidence(path=self.node_path(g), value=str(self.gnodes[g]))
                           for p in drivers for g in (p.gpus or [])][:8],
-                fixes=[Fix(kind="vllm-flag", text="--numa-bind   # vLLM >= 0.19.0 (PR #38635): "
-                           "each worker on its own GPU's node"),
+                fixes=[Fix(kind="vllm-flag", text="--numa-bind   # vLLM PR #38635 (first release "
+                           "inferred 0.19.0): each worker on its own GPU's node"),
                        self.numactl(root, nodes, interleave=True)],
                 why=WHY["spans-nodes"]))
         for p in drivers:
