@@ -337,9 +337,9 @@ def parse_numa_maps(text: str) -> tuple[str | None, dict[int, int]]:
         counts: dict[int, int] = {}
         for p in parts[2:]:  # str methods, not a regex: a CUDA process has 10^4 lines
             if p[0] == "N":
-                node, _, pages = p[1:].partition("=")
-                if node.isdigit() and pages.isdigit() and len(node) <= 5 and len(pages) <= 15:
-                    counts[int(node)] = int(pages)
+                nid, _, npages = p[1:].partition("=")
+                if nid.isdigit() and npages.isdigit() and len(nid) <= 5 and len(npages) <= 15:
+                    counts[int(nid)] = int(npages)
             elif p.startswith("kernelpagesize_kB=") and p[18:].isdigit():
                 page_kib = int(p[18:])
         kib = 0
