@@ -47,6 +47,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "model_spec": ("advisor.api", "model_spec"),
     "recommend": ("advisor.api", "recommend"),
     "render_files": ("advisor.api", "render_files"),
+    "local_gpu": ("advisor.api", "local_gpu"),
+    "load_probe": ("advisor.host.local", "load_probe"),
+    "Topology": ("advisor.host.topology", "Topology"),
     "RenderResult": ("advisor.api", "RenderResult"),
     "ModelSpec": ("advisor.core.model", "ModelSpec"),
     "spec_from_config": ("advisor.core.model", "spec_from_config"),
@@ -97,6 +100,7 @@ __all__ = [
     "RenderResult",
     "Request",
     "Ticket",
+    "Topology",
     "UserInputError",
     "__version__",
     "down",
@@ -105,6 +109,8 @@ __all__ = [
     "fit",
     "fleet",
     "load_catalog",
+    "load_probe",
+    "local_gpu",
     "model_config",
     "model_spec",
     "provision",
@@ -136,6 +142,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
         estimate,
         fit,
         fleet,
+        local_gpu,
         model_config,
         model_spec,
         recommend,
@@ -161,6 +168,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
         OperationError,
         UserInputError,
     )
+    from advisor.host.local import load_probe
     from advisor.host.tickets import Ticket
     from advisor.host.tickets import make_ticket as ticket
+    from advisor.host.topology import Topology
     from advisor.provisioning import Attempt, DownResult, ProvisionResult, down, provision, status

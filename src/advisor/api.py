@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from advisor.core.perf import PerfEstimate
     from advisor.core.ranking import Recommendation, Rejection
     from advisor.core.sizing import MemoryFit
+    from advisor.host.topology import Topology
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -95,6 +96,9 @@ class RenderResult(BaseModel):
     instance: Any
     plan: Any
     files: dict[str, str]
+    #: ``target="local"``: each replica's command line as the launcher will run it on the
+    #: probed host (:class:`~advisor.render.local.LaunchLine`)
+    commands: list[Any] = []
 
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -378,6 +382,19 @@ def recommend_named(model: str, ctx: int, inst: InstanceType, *, catalog: Catalo
                          + (f": {why.reason}" if why else ""), hint=hint_for(why.by if why else ""))
 
 
+@boundary
+def local_gpu(*, probe: str | Path | dict[str, Any] | Topology | None = None,
+              sysfs_root: str | Path | None = None, catalog: Catalog | None = None
+              ) -> tuple[str, str]:
+    """(catalog GPU id, how it was told) of this host's GPUs — ``--gpu local`` — from a live
+    probe of ``sysfs_root`` (default ``/``) or a saved ``advisor topology --json`` (``probe``),
+    by their PCI device ids and the catalog's ``pci_device_ids``. Mixed, unknown or ambiguous
+    ids are a UserInputError that asks for the model by name."""
+    from advisor.host.local import local_gpu as _local_gpu
+
+    return _local_gpu(catalog or load_catalog(), probe, sysfs_root)
+
+
 def require_token(cat: Catalog, model: str, hf_token_ref: str | None) -> None:
     """A model the catalog marks as gated cannot be downloaded without a Hugging Face token:
     refuse before anything is rendered or launched, rather than fail at boot."""
@@ -444,15 +461,35 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                  hf_token_ref: str | None = None, max_tpot_ms: float | None = None,
                  max_ttft_ms: float | None = None, batch: bool = False,
                  allow_small_host: bool = False,
-                 catalog: Catalog | None = None) -> RenderResult:
+                 catalog: Catalog | None = None,
+                 probe: str | Path | dict[str, Any] | Topology | None = None,
+                 sysfs_root: str | Path | None = None,
+                 gpu: str | None = None) -> RenderResult:
     """The files that bring ``model`` up on ``instance`` (default: the top recommendation for
     the same latency targets, ``batch`` and ``allow_small_host`` as :func:`recommend`):
-    cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests."""
+    cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests.
+
+    ``target="local"`` lays the same files out for a host you have, from its probe instead of
+    a catalog entry: a saved ``advisor topology --json`` (``probe``: a path, its JSON or a
+    Topology) or a live probe of ``sysfs_root`` (default ``/``); ``gpu`` names the GPU model
+    where the PCI device ids do not. The layout is the one the ranking gives an identical
+    catalog entry; ``install.sh`` replaces the user-data, the API key defaults to
+    ``file:/etc/advisor/api-key``, and ``commands`` holds each replica's command line."""
     from advisor.clouds.registry import CLOUDS, info, key_ref_for, secret_refs
     from advisor.render.cloudinit import RenderRequest, check_value, render, start_timeout_s
 
-    if target not in ("cloud-init", "k8s"):
-        raise UserInputError(f"--target {target!r} is not cloud-init or k8s")
+    if target not in ("cloud-init", "k8s", "local"):
+        raise UserInputError(f"--target {target!r} is not cloud-init, k8s or local")
+    local = target == "local"
+    if not local:
+        given = [f for f, v in (("--probe", probe), ("--sysfs-root", sysfs_root), ("--gpu", gpu))
+                 if v is not None]
+        if given:
+            raise UserInputError(f"{given[0]} is for --target local (a host laid out from its "
+                                 "probe)", hint=f"add --target local, or drop {given[0]}")
+    elif instance is not None:
+        raise UserInputError("--instance names a catalog entry; --target local lays out this "
+                             "host from its probe", hint="drop --instance (or --target local)")
     finite("--gpu-memory-utilization", gpu_memory_utilization, high=1.0)
     req = RenderRequest(model="placeholder/model", max_model_len=ctx, vllm_version=vllm_version,
                         port=port, host=host, api_key_ref="file:/placeholder",
@@ -467,10 +504,20 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         repo = model
         model_spec(model, catalog=cat)  # a repo id must at least be sizeable (cached config)
     require_token(cat, model, hf_token_ref)
+    question: dict[str, Any] = {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
+                                "batch": batch, "allow_small_host": allow_small_host}
+    topo = None
+    if local:
+        from advisor.host.local import host_topology, local_instance, with_instance
+
+        topo, seen, day = host_topology(probe, sysfs_root)
+        mine = local_instance(topo, cat, gpu, source=seen, as_of=day)
+        # the same ranking path as a named catalog entry, on one host (no replica over several)
+        cat, instance = with_instance(cat, mine), mine.key
+        question["max_nodes"] = 1
+        api_key_ref = api_key_ref or "file:/etc/advisor/api-key"
     inst, plan, weights = _plan_for(model, ctx, cat, instance, tp, vllm_version,
-                                    gpu_memory_utilization,
-                                    {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
-                                     "batch": batch, "allow_small_host": allow_small_host})
+                                    gpu_memory_utilization, question)
     if api_key_ref is not None and inst.provider in CLOUDS and key_ref_for(
             inst.provider, api_key_ref) != api_key_ref:
         raise UserInputError(f"--api-key-ref {api_key_ref[:80]!r} is another cloud's secret "
@@ -500,6 +547,12 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
 
         workload = check_name(name or default_name(model, inst.name))
         files = k8s.files(inst, plan, req, workload)
+    elif topo is not None:
+        from advisor.render.local import launch_lines, render_local
+
+        files = render_local(inst, plan, req)
+        return RenderResult(instance=inst, plan=plan, files=files,
+                            commands=launch_lines(files, topo))
     else:
         files = render(inst, plan, req)
     return RenderResult(instance=inst, plan=plan, files=files)

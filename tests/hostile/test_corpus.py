@@ -217,6 +217,17 @@ def _cases() -> list[tuple[str, list[str]]]:
             add(f"cfg-{field}-{i}", "fit", "-m", key, "--gpu", "H100-SXM", "--ctx", "4096")
     for key in ["PROBE_ARRAY_JSON", "PROBE_NODES-STR_JSON", "PROBE_DEEP_JSON"]:
         add(f"probe-{key}", "ticket", "--instance", "aws:p5.48xlarge", "--probe", "{" + key + "}")
+    # render --target local and --gpu local read the same probes (issue 19)
+    for key in ["MISSING", "DIR", "ZERO", "FIFO", "BIG_JSON", "DEEP_JSON", "NONUTF8_JSON",
+                "ARRAY_JSON", "NOTJSON_JSON", "NAN_JSON", "EMPTY_JSON", "PROBE_ARRAY_JSON",
+                "PROBE_NODES-STR_JSON", "PROBE_DEEP_JSON"]:
+        add(f"render-local-probe-{key}", *render, "--target", "local", "--out", "{OUT}",
+            "--probe", "{" + key + "}")
+        add(f"fit-local-probe-{key}", "fit", "-m", "qwen3-8b", "--gpu", "local", "--ctx", "8192",
+            "--probe", "{" + key + "}")
+    for tree in ["CPULIST_HUGE", "CPULIST_GARBAGE", "CPULIST_FIFO", "PCI_HUGE"]:
+        add(f"render-local-sysfs-{tree}", *render, "--target", "local", "--out", "{OUT}",
+            "--sysfs-root", "{SYSFS_" + tree + "}")
     for key in ["SMI_GARBAGE_TXT", "SMI_HUGE-CPUS_TXT", "SMI_BIG_TXT"]:
         add(f"smi-{key}", "topology", "--sysfs-root", "{DIR}", "--nvidia-smi-topo",
             "{" + key + "}")

@@ -33,7 +33,16 @@ ProviderFilter = Annotated[list[str] | None, typer.Option(
 RegionFilter = Annotated[list[str] | None, typer.Option(
     "--region", help="Only this region (repeatable).")]
 GpuFilter = Annotated[list[str] | None, typer.Option(
-    "--gpu", help="Only this GPU or family (repeatable).")]
+    "--gpu", help="Only this GPU or family (repeatable); local: this host's GPU, from its "
+    "probe.")]
+
+#: --gpu local: where this host's GPUs are read (fit, perf, recommend)
+ProbeFile = Annotated[Path | None, typer.Option(
+    "--probe", help="With --gpu local: a saved 'advisor topology --json' instead of probing "
+    "this host.", dir_okay=False, show_default=False)]
+SysfsRoot = Annotated[Path | None, typer.Option(
+    "--sysfs-root", help="With --gpu local: the sysfs tree to probe (default /).",
+    show_default=False)]
 
 #: the question's inputs, shared by recommend, plan, render and provision (issue 15: provision
 #: launches what recommend puts first for the same inputs)
@@ -91,11 +100,46 @@ def with_cloud_options(command: str) -> Callable[[Callable[..., None]], Callable
     return deco
 
 
-def one_gpu(cat: Catalog, name: str) -> str:
+def local_gpu(cat: Catalog, probe: Path | None, sysfs_root: Path | None) -> str:
+    """``--gpu local``: the catalog GPU of this host (or of the saved ``--probe``), told by its
+    PCI device ids; a note on stderr says how."""
+    from advisor.api import local_gpu as identify
+    from advisor.cli import output as out
+
+    gid, told = identify(probe=probe, sysfs_root=sysfs_root, catalog=cat)
+    out.progress(f"note: --gpu local is {gid}: {told}")
+    return gid
+
+
+def _only_with_local(probe: Path | None, sysfs_root: Path | None) -> None:
+    if probe is not None or sysfs_root is not None:
+        from advisor.errors import UserInputError
+
+        flag = "--probe" if probe is not None else "--sysfs-root"
+        raise UserInputError(f"{flag} goes with --gpu local (this host's GPU)",
+                             hint=f"add --gpu local, or drop {flag}")
+
+
+def local_gpus(cat: Catalog, names: list[str] | None, probe: Path | None,
+               sysfs_root: Path | None) -> list[str] | None:
+    """``recommend --gpu``'s list with ``local`` told as this host's GPU."""
+    if not names or "local" not in [n.lower() for n in names]:
+        _only_with_local(probe, sysfs_root)
+        return names
+    gid = local_gpu(cat, probe, sysfs_root)
+    return [gid if n.lower() == "local" else n for n in names]
+
+
+def one_gpu(cat: Catalog, name: str, probe: Path | None = None,
+            sysfs_root: Path | None = None) -> str:
     """The catalog GPU id for ``--gpu`` of ``fit`` and ``perf``: an id, an alias or, as in
     ``recommend``, a family (``H100``, ``A100-80GB``). A family of several GPUs stands for its
     most modest member — the least memory, then the least memory bandwidth — so the answer
-    holds for every member; a note on stderr says which one and what else matched."""
+    holds for every member; a note on stderr says which one and what else matched. ``local``
+    is this host's GPU, from a live probe of ``sysfs_root`` or a saved ``probe``."""
+    if name.lower() == "local":
+        return local_gpu(cat, probe, sysfs_root)
+    _only_with_local(probe, sysfs_root)
     ids = cat.match_gpu_ids(name)
     if not ids:
         return cat.gpu(name).id  # NotFoundError with the close names

@@ -7,7 +7,14 @@ from typing import Annotated
 import typer
 
 from advisor.cli import output as out
-from advisor.cli.common import CatalogDirs, JsonFlag, catalog_from, one_gpu
+from advisor.cli.common import (
+    CatalogDirs,
+    JsonFlag,
+    ProbeFile,
+    SysfsRoot,
+    catalog_from,
+    one_gpu,
+)
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
 
@@ -16,7 +23,7 @@ def fit_cmd(
         "--model", "-m", help="A model alias or a config.json path.")],
     gpu: Annotated[str, typer.Option(
         "--gpu", help="A catalog GPU (id, alias or family), e.g. H100-SXM; a family of "
-        "several means its smallest.")],
+        "several means its smallest; local: this host's GPU, from its probe.")],
     max_model_len: Annotated[int, typer.Option("--ctx", "--max-model-len",
                                                help="vLLM's max_model_len.", min=1)],
     gpu_memory_gib: Annotated[float | None, typer.Option(
@@ -34,6 +41,8 @@ def fit_cmd(
     enforce_eager: Annotated[bool, typer.Option(help="No CUDA graphs.")] = False,
     vllm_version: Annotated[str, typer.Option(help="The vLLM release to model.")]
     = DEFAULT_VLLM_VERSION,
+    probe: ProbeFile = None,
+    sysfs_root: SysfsRoot = None,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -41,7 +50,7 @@ def fit_cmd(
     from advisor.api import fit
 
     cat = catalog_from(catalog)
-    gpu = one_gpu(cat, gpu)
+    gpu = one_gpu(cat, gpu, probe, sysfs_root)
     result, spec, mem_source = fit(
         model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
         quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,

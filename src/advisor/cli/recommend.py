@@ -15,9 +15,12 @@ from advisor.cli.common import (
     JsonFlag,
     MaxTpot,
     MaxTtft,
+    ProbeFile,
     ProviderFilter,
     RegionFilter,
+    SysfsRoot,
     catalog_from,
+    local_gpus,
     one_gpu,
 )
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
@@ -30,7 +33,7 @@ def perf_cmd(
     model: Model,
     gpu: Annotated[str, typer.Option(
         "--gpu", help="A catalog GPU (id, alias or family), e.g. H100-SXM; a family of several "
-        "means its smallest.")],
+        "means its smallest; local: this host's GPU, from its probe.")],
     input_len: Annotated[int, typer.Option(help="Prompt tokens per request.")],
     output_len: Annotated[int, typer.Option(help="Generated tokens per request.")],
     concurrency: Annotated[int, typer.Option(help="Sequences in flight.")] = 1,
@@ -45,6 +48,8 @@ def perf_cmd(
     cpu_offload_gb: Annotated[float, typer.Option(
         help="vLLM's --cpu-offload-gb: GiB of weights per GPU kept in host memory.")] = 0.0,
     vllm_version: Version = DEFAULT_VLLM_VERSION,
+    probe: ProbeFile = None,
+    sysfs_root: SysfsRoot = None,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -52,7 +57,7 @@ def perf_cmd(
     from advisor.api import estimate
 
     cat = catalog_from(catalog)
-    gpu = one_gpu(cat, gpu)
+    gpu = one_gpu(cat, gpu, probe, sysfs_root)
     est, fit = estimate(model, gpu, input_len=input_len, output_len=output_len,
                         concurrency=concurrency, tp=tp, max_model_len=max_model_len,
                         catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
@@ -188,6 +193,8 @@ def recommend_cmd(
     show_rejected: Annotated[bool, typer.Option(help="List excluded instances and why.")]
     = False,
     vllm_version: Version = DEFAULT_VLLM_VERSION,
+    probe: ProbeFile = None,
+    sysfs_root: SysfsRoot = None,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -196,6 +203,7 @@ def recommend_cmd(
     from advisor.api import default_lengths, recommend
 
     cat = catalog_from(catalog)
+    gpu = local_gpus(cat, gpu, probe, sysfs_root)
     recs, rejected = recommend(
         model, ctx, input_len=input_len, output_len=output_len, concurrency=concurrency,
         rps=rps, batch=batch, utilisation=utilisation,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -25,8 +25,9 @@ def render_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help="A catalog alias or HF repo id.")],
     ctx: Annotated[int, typer.Option("--ctx", "--max-model-len", help="vLLM's max_model_len.",
                                      min=1)],
-    out_dir: Annotated[Path, typer.Option("--out", help="A new folder for the files.",
-                                          file_okay=False)],
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="A new folder for the files (not with --print).", file_okay=False)]
+    = None,
     instance: Annotated[str | None, typer.Option(
         help="PROVIDER:TYPE; default: the top recommendation.")] = None,
     tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel size.", min=1)] = None,
@@ -44,8 +45,20 @@ def render_cmd(
         "for gated models.")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(min=0.05, max=1.0)] = 0.9,
     target: Annotated[str, typer.Option(
-        help="cloud-init (user-data, unit, launcher) or k8s (Deployment / LeaderWorkerSet, "
-        "Service, kubelet settings).")] = "cloud-init",
+        help="cloud-init (user-data, unit, launcher), k8s (Deployment / LeaderWorkerSet, "
+        "Service, kubelet settings) or local (this host, from its probe: unit, launcher, "
+        "install.sh).")] = "cloud-init",
+    probe: Annotated[Path | None, typer.Option(
+        "--probe", help="--target local: a saved 'advisor topology --json' (of this or another "
+        "host) instead of probing this one.", dir_okay=False)] = None,
+    sysfs_root: Annotated[Path | None, typer.Option(
+        help="--target local: the sysfs tree to probe (default /).")] = None,
+    gpu: Annotated[str | None, typer.Option(
+        "--gpu", help="--target local: the GPU model (e.g. H100-SXM) where its PCI device id "
+        "does not tell it.")] = None,
+    print_lines: Annotated[bool, typer.Option(
+        "--print", help="--target local: print each replica's command line (binding, OMP "
+        "threads, vllm serve) and write nothing.")] = False,
     name: Annotated[str | None, typer.Option(
         help="k8s: the workload's name (default: from model and instance).")] = None,
     ray_head: Annotated[str | None, typer.Option(
@@ -58,12 +71,26 @@ def render_cmd(
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
-    """Write user-data, vllm@.service, per-replica env files and the NUMA-binding launcher."""
+    """Write user-data, vllm@.service, per-replica env files and the NUMA-binding launcher
+    (--target local: the same for this host from its probe, with install.sh)."""
     from advisor.api import render_files
+    from advisor.errors import UserInputError
     from advisor.inputs import check_out_dir
     from advisor.render.cloudinit import write
 
-    check_out_dir(out_dir)  # before any work: an unusable --out is refused, nothing written
+    if print_lines and target != "local":
+        raise UserInputError("--print is for --target local (the command lines on a probed "
+                             "host)", hint="add --target local, or drop --print")
+    if print_lines and out_dir is not None:
+        raise UserInputError("--print writes nothing; --out writes the files",
+                             hint="give one of --print and --out")
+    if out_dir is None and not print_lines:
+        raise UserInputError("--out is needed: a new folder for the files",
+                             hint="e.g. --out ./vllm-files"
+                             + (" (or --print to see the command lines)"
+                                if target == "local" else ""))
+    if out_dir is not None:
+        check_out_dir(out_dir)  # before any work: an unusable --out is refused, nothing written
     result = render_files(model=model, ctx=ctx, instance=instance, tp=tp,
                           vllm_version=vllm_version, port=port, host=host,
                           api_key_ref=api_key_ref, hf_token_ref=hf_token_ref,
@@ -71,8 +98,12 @@ def render_cmd(
                           target=target, name=name, ray_head=ray_head,
                           max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
                           allow_small_host=allow_small_host,
-                          catalog=catalog_from(catalog))
+                          catalog=catalog_from(catalog), probe=probe, sysfs_root=sysfs_root,
+                          gpu=gpu)
     inst, plan = result.instance, result.plan
+    if out_dir is None:
+        _print_local(result, json)
+        return
     paths = write(result.files, out_dir)
     if json:
         out.emit_json({"instance": inst.key, "out": str(out_dir), "files": [str(p) for p in paths],
@@ -86,6 +117,15 @@ def render_cmd(
                  "Secret advisor-vllm-api-key (key api-key)"
                  + (" and the Hugging Face token from Secret advisor-hf-token (key token)"
                     if hf_token_ref else "") + ", which you create")
+        for p in paths:
+            out.line(f"  {p}")
+        return
+    if target == "local":
+        out.line(f"{inst.key} ({inst.gpu.count} x {inst.gpu.model}, {inst.numa.nodes or '?'} "
+                 f"NUMA node(s); {inst.sources['default'].source}): {plan.replicas} "
+                 f"replica(s) of TP {plan.tp}, ports "
+                 f"{port}-{port + plan.replicas - 1} on {host}, bound at start from sysfs; "
+                 f"install with: sudo {out_dir / 'install.sh'}")
         for p in paths:
             out.line(f"  {p}")
         return
@@ -103,3 +143,18 @@ def render_cmd(
              "bound at boot from sysfs")
     for p in paths:
         out.line(f"  {p}")
+
+
+def _print_local(result: Any, json: bool) -> None:
+    """--print: each replica's command line as the launcher will run it, nothing written; the
+    launcher's journal notes (a hidden node, a replica spanning nodes) on stderr."""
+    lines = result.commands
+    if json:
+        out.emit_json({"instance": result.instance.key, "gpu": result.instance.gpu.model,
+                       "replicas": result.plan.replicas, "tp": result.plan.tp,
+                       "commands": [c.model_dump() for c in lines]})
+        return
+    for c in lines:
+        for note in c.notes:
+            out.progress(f"replica {c.replica}: {note}")
+        out.raw(c.command + "\n")

@@ -394,41 +394,12 @@ def render_ticket(t: Ticket, fmt: Format = "markdown") -> str:
 
 
 # -- the SDK call: reads the probe file and plans the workload ---------------------------------
-#: the largest probe file read (a 8-GPU host's topology JSON is ~10 KiB)
-MAX_PROBE_BYTES = 4 * 1024 * 1024
-
-
 def load_probe(source: str | Path | dict[str, Any] | Topology) -> Topology:
-    """A Topology from ``advisor topology --json`` output (a path, its parsed JSON, or one)."""
-    if isinstance(source, Topology):
-        return source
-    from pydantic import ValidationError
+    """A Topology from ``advisor topology --json`` output (a path, its parsed JSON, or one):
+    bounded, of advisor's kind, every number in range (:func:`advisor.host.local.load_probe`)."""
+    from advisor.host.local import load_probe as _load
 
-    from advisor.errors import UserInputError
-
-    hint = "make it on the instance with 'advisor topology --json > topology.json'"
-    data: Any = source
-    where = "the probe"
-    if not isinstance(source, dict):
-        from advisor.inputs import loads_json, read_text
-
-        where = str(source)[:120]
-        text = read_text(source, limit=MAX_PROBE_BYTES, what="--probe", hint=hint)
-        try:
-            data = loads_json(text, what=f"--probe {where}", hint=hint, max_depth=16)
-        except UserInputError as exc:
-            raise UserInputError(f"{exc.message}: not advisor's topology JSON",
-                                 hint=hint) from exc
-    if not isinstance(data, dict) or not {"nodes", "gpus", "nics"} <= set(data):
-        raise UserInputError(f"--probe {where} is not advisor's topology JSON (it needs nodes, "
-                             "gpus and nics)", hint=hint)
-    try:
-        return Topology.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise UserInputError(f"--probe {where} is not advisor's topology JSON: {loc}: "
-                             f"{first['msg']}", hint=hint) from exc
+    return _load(source)
 
 
 def workload_sentence(model: str, ctx: int, inst: InstanceType, catalog: Catalog) -> str:
