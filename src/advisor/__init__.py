@@ -49,6 +49,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "render_files": ("advisor.api", "render_files"),
     "local_gpu": ("advisor.api", "local_gpu"),
     "load_probe": ("advisor.host.local", "load_probe"),
+    "doctor": ("advisor.host.doctor", "diagnose"),
+    "DoctorReport": ("advisor.host.doctor", "Report"),
     "Topology": ("advisor.host.topology", "Topology"),
     "RenderResult": ("advisor.api", "RenderResult"),
     "ModelSpec": ("advisor.core.model", "ModelSpec"),
@@ -79,6 +81,7 @@ __all__ = [
     "Constraints",
     "Cpu",
     "DEFAULT_VLLM_VERSION",
+    "DoctorReport",
     "DownResult",
     "EngineProfile",
     "FitRequest",
@@ -103,6 +106,7 @@ __all__ = [
     "Topology",
     "UserInputError",
     "__version__",
+    "doctor",
     "down",
     "engine_profile",
     "estimate",
@@ -168,6 +172,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
         OperationError,
         UserInputError,
     )
+    from advisor.host.doctor import Report as DoctorReport
+    from advisor.host.doctor import diagnose as doctor
     from advisor.host.local import load_probe
     from advisor.host.tickets import Ticket
     from advisor.host.tickets import make_ticket as ticket

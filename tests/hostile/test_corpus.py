@@ -146,6 +146,22 @@ def _files(root: Path) -> dict[str, str]:
     f["CAT_BAD"] = str(root / "cat-bad")
     (root / "afile").write_text("x")
     f["AFILE"] = str(root / "afile")
+    # /proc trees for doctor: a vLLM process with one broken file each (issue 19)
+    serve = b"/usr/bin/python3\0/opt/v/bin/vllm\0serve\0m\0"
+    status = "Name:\tpython3\nPPid:\t1\nCpus_allowed_list:\t{}\nMems_allowed_list:\t0\n"
+    procs = {"empty": {},
+             "status-garbage": {"cmdline": serve, "status": status.format("zero-seven")},
+             "status-huge": {"cmdline": serve, "status": status.format("0-99999999")},
+             "cmdline-big": {"cmdline": b"vllm\0serve\0" + b"x" * (5 * 2**20)},
+             "status-bigfile": {"cmdline": serve, "status": "x" * (5 * 2**20)}}
+    for tree, files_ in procs.items():
+        base = root / "proc" / tree / "proc"
+        base.mkdir(parents=True)
+        for name, data in files_.items():
+            (base / "4242").mkdir(exist_ok=True)
+            target = base / "4242" / name
+            target.write_bytes(data if isinstance(data, bytes) else data.encode())
+        f["PROC_" + tree.upper().replace("-", "_")] = str(root / "proc" / tree)
     return f
 
 
@@ -241,6 +257,15 @@ def _cases() -> list[tuple[str, list[str]]]:
         add(f"sysfs-json-{tree}", "topology", "--json", "--sysfs-root", "{SYSFS_" + tree + "}")
     for v in ["{MISSING}", "{AFILE}", "{ZERO}"]:
         add("sysfs-root", "topology", "--sysfs-root", v)
+    # doctor: bad PIDs, bad proc trees, bad sysfs trees (issue 19)
+    for v in ["0", "-1", "abc", "1e3", "99999999999", "4194303", ""]:
+        add("doctor-pid", "doctor", "--pid", v)
+    for v in ["{MISSING}", "{AFILE}", "{ZERO}", "{DIR}", "{PROC_EMPTY}", "{PROC_STATUS_GARBAGE}",
+              "{PROC_STATUS_HUGE}", "{PROC_CMDLINE_BIG}", "{PROC_STATUS_BIGFILE}"]:
+        add("doctor-proc-root", "doctor", "--proc-root", v, "--sysfs-root", "{DIR}")
+        add("doctor-proc-root-check", "doctor", "--check", "--json", "--proc-root", v)
+    for tree in ["CPULIST_HUGE", "CPULIST_GARBAGE", "CPULIST_FIFO", "PCI_HUGE"]:
+        add(f"doctor-sysfs-{tree}", "doctor", "--sysfs-root", "{SYSFS_" + tree + "}")
     # catalogs
     for v in ["{CAT_BIG}", "{CAT_BAD}", "{AFILE}", "{MISSING}"]:
         add("catalog-validate", "catalog", "validate", v)
@@ -356,6 +381,8 @@ ACCEPTED: list[tuple[str, list[str]]] = [
     ("catalog-show", ["catalog", "show", "aws:p5.48xlarge"]),
     ("models-show", ["models", "show", "qwen3-8b"]),
     ("ticket", ["ticket", "--instance", "aws:p5.48xlarge"]),
+    ("doctor", ["doctor"]),
+    ("doctor-json-pid", ["doctor", "--json", "--pid", "1"]),
     ("prov-aws", ["provision", "-m", "qwen3-8b", "--ctx", "8192", "--dry-run",
                   "--provider", "aws", "--image", "ami-0123456789abcdef0",
                   "--instance-profile", "my-profile_1", "--allow-cidr", "10.0.0.0/8",
