@@ -480,3 +480,36 @@ def test_another_users_process_is_reported_unreadable_not_guessed(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_no_gpu_is_guessed_from_an_environ_we_could_not_read(tmp_path, monkeypatch):
+    from advisor.host import doctor
+
+    procs = [FakeProc(pid=7, argv=SERVE, env={**KEYED, "CUDA_VISIBLE_DEVICES": "5"},
+                      cpus="0-7", maps=[("bind:0", {0: 10})])]  # no device file open
+    root = host(tmp_path, procs)
+    real = doctor._read_proc
+
+    def deny(path, limit=doctor.MAX_PROC_BYTES):
+        if path.name == "environ":
+            raise doctor._Unreadable(str(path))
+        return real(path, limit)
+
+    monkeypatch.setattr(doctor, "_read_proc", deny)
+    report = diagnose(proc_root=root, sysfs_root=root)
+    assert report.servers[0].gpus is None
+    assert codes(report) == ["unreadable"]  # not "GPU 0 is on node 0, all fine"
+    monkeypatch.undo()
+    # readable, it is GPU 5 on node 1: misbound
+    assert "cpus-off-node" in codes(diagnose(proc_root=root, sysfs_root=root))
+
+
+def test_every_gpu_visible_without_pci_order_is_stated(tmp_path):
+    env = {"VLLM_API_KEY": "x"}  # no CUDA_VISIBLE_DEVICES, no CUDA_DEVICE_ORDER
+    procs = [FakeProc(pid=7, argv=[*SERVE, "-tp", "2"], env=env, cpus="0-7",
+                      maps=[("bind:0", {0: 10})])]
+    report = diagnose(proc_root=host(tmp_path, procs), sysfs_root=tmp_path)
+    assert report.servers[0].gpus == [0, 1]
+    f = by_code(report, "cuda-order-assumed")
+    assert f.severity == "info" and "every GPU visible, the first 2 used" in f.text
+    assert report.ok

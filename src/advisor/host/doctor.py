@@ -662,20 +662,24 @@ class _Judge:
             gpus = sorted({g for p in drivers for g in p.gpus or []})
         else:
             gpus = None
-            reader_visible = _visible_from(root.env, self.topo)
+            # an environ the kernel kept from us says nothing: no GPU is guessed from it
+            reader_visible = (_visible_from(root.env, self.topo) if root.api_key_env is not None
+                              else None)
             if reader_visible is not None and len(reader_visible) >= tp * pp:
                 gpus = reader_visible[:tp * pp]
                 # one process drives them all (TP 1, or workers we could not map): the root
                 # process is judged for those GPUs
                 drivers = [root.model_copy(update={"gpus": gpus,
                                                    "gpu_source": "CUDA_VISIBLE_DEVICES"})]
-                if root.env.get("CUDA_VISIBLE_DEVICES") is not None and root.env.get(
-                        "CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and len(self.topo.gpus) > 1:
+                if root.env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and len(
+                        self.topo.gpus) > 1:
+                    cvd = root.env.get("CUDA_VISIBLE_DEVICES")
                     findings.append(Finding(
                         severity="info", code="cuda-order-assumed", pids=[root.pid],
-                        text=(f"CUDA_VISIBLE_DEVICES={root.env['CUDA_VISIBLE_DEVICES']} without "
-                              "CUDA_DEVICE_ORDER=PCI_BUS_ID: read in PCI bus order (the GPUs "
-                              "are identical)"),
+                        text=(f"CUDA_VISIBLE_DEVICES={cvd}" if cvd is not None else
+                              "CUDA_VISIBLE_DEVICES unset (every GPU visible, the first "
+                              f"{tp * pp} used)") + " without CUDA_DEVICE_ORDER=PCI_BUS_ID: "
+                        "read in PCI bus order (the GPUs are identical)",
                         evidence=[Evidence(path=f"/proc/{root.pid}/environ",
                                            value="CUDA_DEVICE_ORDER unset")],
                         fixes=[Fix(kind="env", text="CUDA_DEVICE_ORDER=PCI_BUS_ID")],
@@ -1049,8 +1053,11 @@ def diagnose(pids: list[int] | None = None, *, proc_root: str | Path = "/",
     judge = _Judge(topo, proc_root, _numa_balancing(proc))
     servers = []
     for group in find_servers(reader, pids):
-        members = [reader.read(pid, role) for pid, role in group]
-        servers.append(judge.server(members))
+        # a process that ended while we read has no status left: it is not judged
+        members = [p for p in (reader.read(pid, role) for pid, role in group)
+                   if p.cpus is not None or p.argv]
+        if members:
+            servers.append(judge.server(members))
     cpu = topo.cpu
     facts = HostFacts(nodes={n.id: n.cpus for n in topo.nodes},
                       cpus=cpu.cpus if cpu else None, cores=cpu.cores if cpu else None,
