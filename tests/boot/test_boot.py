@@ -151,15 +151,10 @@ def _http(url: str, key: str | None = None) -> int:
         return int(e.code)
 
 
-def _boot_plan(tmp: Path, name: str, files: dict[str, str], gpus: list[tuple[str, int]],
-               key: str, token: str | None) -> Box:
-    box = Box(tmp, name)
+def fake_gpu_side(box: Box, gpus: list[tuple[str, int]]) -> None:
+    """The GPU side, faked: a sysfs tree (GPUs on the given nodes, this host's real node CPU
+    lists), nvidia-smi, and the pip/vllm stand-ins (installed by a stand-in ensurepip)."""
     nodes = _real_nodes()
-    box.put("/var/lib/cloud/seed/nocloud/user-data", files["user-data"])
-    box.put("/var/lib/cloud/seed/nocloud/meta-data",
-            f"instance-id: {name}\nlocal-hostname: {name}\n")
-    box.put("/etc/cloud/cloud.cfg.d/90-advisor-boot-test.cfg", _offline_cloud_cfg(ROOT))
-    # the GPU side, faked: sysfs tree, nvidia-smi, and pip/vllm stand-ins (via ensurepip)
     for bus, node in gpus:
         box.put(f"/opt/fake-sys/sys/bus/pci/devices/{bus}/numa_node", f"{node}\n")
         # an H100 SXM (3D controller of NVIDIA), for advisor topology / doctor on the host
@@ -177,6 +172,16 @@ def _boot_plan(tmp: Path, name: str, files: dict[str, str], gpus: list[tuple[str
     py = next((box.merged / "usr/lib").glob("python3.[0-9]*"))
     for f in ("__init__.py", "__main__.py"):
         box.put(f"/usr/lib/{py.name}/ensurepip/{f}", (HERE / "standins/ensurepip" / f).read_text())
+
+
+def _boot_plan(tmp: Path, name: str, files: dict[str, str], gpus: list[tuple[str, int]],
+               key: str, token: str | None) -> Box:
+    box = Box(tmp, name)
+    box.put("/var/lib/cloud/seed/nocloud/user-data", files["user-data"])
+    box.put("/var/lib/cloud/seed/nocloud/meta-data",
+            f"instance-id: {name}\nlocal-hostname: {name}\n")
+    box.put("/etc/cloud/cloud.cfg.d/90-advisor-boot-test.cfg", _offline_cloud_cfg(ROOT))
+    fake_gpu_side(box, gpus)
     # the operator's secrets, as files (a cloud's secret store in production); readable by the
     # service user, which cloud-init creates only at boot
     box.put("/etc/advisor/secrets/api-key", key + "\n", 0o644)

@@ -28,6 +28,7 @@ from tests.boot.test_boot import (
     _expected,
     _real_nodes,
     _skip_reason,
+    fake_gpu_side,
 )
 from tests.test_topology import make_sysfs
 
@@ -45,20 +46,7 @@ FILES = "/root/advisor-local"
 
 def _fake_gpu_side(box: Box, gpus: list[tuple[str, int]]) -> None:
     """What test_boot._boot_plan puts in the root for the GPUs, without the cloud-init seed."""
-    for bus, node in gpus:
-        box.put(f"/opt/fake-sys/sys/bus/pci/devices/{bus}/numa_node", f"{node}\n")
-    for n, cpus in _real_nodes().items():
-        box.put(f"/opt/fake-sys/sys/devices/system/node/node{n}/cpulist", cpus + "\n")
-    box.put("/opt/fake-sys/bus-ids", "".join(f"00000000:{b[5:].upper()}\n" for b, _ in gpus))
-    box.put("/etc/systemd/system/vllm@.service.d/10-boot-test.conf",
-            "[Service]\nEnvironment=ADVISOR_SYSFS_ROOT=/opt/fake-sys\n")
-    box.put("/usr/local/bin/nvidia-smi", (HERE / "standins/nvidia-smi").read_text(), 0o755)
-    for s in ("vllm", "pip"):
-        box.put(f"/usr/local/lib/advisor-standins/{s}", (HERE / "standins" / s).read_text(),
-                0o755)
-    py = next((box.merged / "usr/lib").glob("python3.[0-9]*"))
-    for f in ("__init__.py", "__main__.py"):
-        box.put(f"/usr/lib/{py.name}/ensurepip/{f}", (HERE / "standins/ensurepip" / f).read_text())
+    fake_gpu_side(box, gpus)
     box.put("/etc/cloud/cloud-init.disabled", "")
 
 

@@ -42,7 +42,8 @@ def doctor_cmd(
 
 
 def _print(report: object) -> None:
-    from advisor.host.doctor import Finding, Report, _span
+    from advisor.host.doctor import Finding, Report
+    from advisor.host.topology import format_cpulist as _span
 
     assert isinstance(report, Report)
     h = report.host

@@ -49,6 +49,7 @@ def topology_cmd(
 ) -> None:
     """Probe the NUMA nodes and GPUs of this host (or of a copied sysfs tree)."""
     from advisor.host.topology import compare, gpu_nodes, parse_numactl, probe
+    from advisor.host.topology import format_cpulist as _span
 
     smi = _read_file(nvidia_smi_topo, "--nvidia-smi-topo") if nvidia_smi_topo else None
     if smi is not None and not smi.strip():
@@ -94,18 +95,3 @@ def topology_cmd(
         out.line(f"Compared with {expect}: " + ("no difference" if not diffs else ""))
         for d in diffs:
             out.line(f"  - {d}")
-
-
-def _span(cpus: list[int]) -> str:
-    if not cpus:
-        return "none"
-    parts, start, prev = [], cpus[0], cpus[0]
-    tail: list[int | None] = [*cpus[1:], None]
-    for c in tail:
-        if c is not None and c == prev + 1:
-            prev = c
-            continue
-        parts.append(f"{start}-{prev}" if prev != start else str(start))
-        if c is not None:
-            start = prev = c
-    return ",".join(parts)

@@ -55,6 +55,7 @@ from advisor.host.topology import (
     parse_cpulist,
     probe,
 )
+from advisor.host.topology import format_cpulist as _span
 
 Severity = Literal["error", "warning", "info"]
 Role = Literal["api-server", "engine-core", "worker", "other"]
@@ -574,21 +575,6 @@ def find_servers(reader: _Reader, pids: list[int] | None) -> list[list[tuple[int
 
 
 # -- judging ---------------------------------------------------------------------------------
-
-def _span(values: Iterable[int]) -> str:
-    v = sorted(set(values))
-    if not v:
-        return "none"
-    parts, start, prev = [], v[0], v[0]
-    for c in [*v[1:], None]:
-        if c is not None and c == prev + 1:
-            prev = c
-            continue
-        parts.append(f"{start}-{prev}" if prev != start else str(start))
-        if c is not None:
-            start = prev = c
-    return ",".join(parts)
-
 
 def _pids(pids: Iterable[int]) -> str:
     return ", ".join(str(p) for p in sorted(set(pids)))

@@ -17,6 +17,7 @@ GPU indices follow PCI bus order, which is nvidia-smi's order.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -124,6 +125,23 @@ def parse_cpulist(text: str, where: str = "cpulist") -> list[int]:
                                  hint="a cpulist reads like 0-3,8,10-11")
         out.extend(range(lo, hi + 1))
     return out
+
+
+def format_cpulist(values: Iterable[int]) -> str:
+    """[0, 1, 2, 3, 8, 10, 11] -> ``0-3,8,10-11`` (the inverse of :func:`parse_cpulist`);
+    ``none`` for no CPU."""
+    v = sorted(set(values))
+    if not v:
+        return "none"
+    parts, start, prev = [], v[0], v[0]
+    for c in [*v[1:], None]:
+        if c is not None and c == prev + 1:
+            prev = c
+            continue
+        parts.append(f"{start}-{prev}" if prev != start else str(start))
+        if c is not None:
+            start = prev = c
+    return ",".join(parts)
 
 
 def _read(path: Path) -> str | None:
