@@ -985,8 +985,7 @@ def _merge(findings: list[Finding]) -> list[Finding]:
             m = merged[key]
             ev = [*m.evidence, *[e for e in f.evidence if e not in m.evidence]]
             merged[key] = m.model_copy(update={
-                "pids": sorted({*m.pids, *f.pids}), "evidence": ev[:12],
-                "text": m.text if len(m.pids) > 1 else m.text})
+                "pids": sorted({*m.pids, *f.pids}), "evidence": ev[:12]})
         else:
             merged[key] = f
     out = list(merged.values())
