@@ -30,7 +30,7 @@ import yaml
 import advisor
 
 HERE = Path(__file__).resolve().parent
-ROOT = Path(os.environ.get("ADVISOR_BOOT_ROOT", "/var/tmp/advisor-boot/root-v1"))
+ROOT = Path(os.environ.get("ADVISOR_BOOT_ROOT", "/var/tmp/advisor-boot/root-v2"))
 BOOT_TIMEOUT_S = 150
 
 
@@ -58,7 +58,7 @@ def _skip_reason() -> str | None:
         return "the boot test needs root (it mounts an overlay and boots a container)"
     if shutil.which("systemd-nspawn") is None:
         return "systemd-nspawn is not installed (.ci/run installs systemd-container)"
-    if not (ROOT / ".advisor-boot-root-v1").exists():
+    if not (ROOT / ".advisor-boot-root-v2").exists():
         return f"no boot root at {ROOT}: run tests/boot/build-root.sh (.ci/run does)"
     return None
 

@@ -158,6 +158,43 @@ class Provider(Protocol):
     def terminate(self, deployment: str, region: str) -> list[str]: ...
 
 
+class PreflightCheck(BaseModel):
+    """One check ``provision`` makes before it creates anything (issue 27).
+
+    ``ok`` is True (passed), False (would fail: ``provision`` stops before any resource is made
+    and prints ``detail`` and ``fix``) or None (could not be asked, e.g. no permission to read
+    quota: said, not a refusal). In ``--dry-run`` the checks are listed, not made: ``ok`` None
+    and ``detail`` says what would be asked.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    #: credentials | secret | secret-access | quota | image | egress | driver
+    name: str
+    ok: bool | None
+    detail: str
+    #: one line a user can act on (a command where there is one)
+    fix: str | None = None
+
+
+class Preflight(Protocol):
+    """Optional capability: checks before spending money (credentials, each secret reference
+    exists and the instance's identity will read it, quota, the image in the region, egress)."""
+
+    def preflight(self, spec: LaunchSpec) -> list[PreflightCheck]: ...
+
+    def preflight_plan(self, spec: LaunchSpec) -> list[PreflightCheck]:
+        """The same checks, described without any call (``provision --dry-run``)."""
+        ...
+
+
+class BootConsole(Protocol):
+    """Optional capability: the instance's serial console as text (AWS GetConsoleOutput, GCP
+    getSerialPortOutput, Azure boot diagnostics), where :mod:`advisor.bootstatus` finds the
+    ``advisor-boot:`` lines. None when the cloud has nothing yet or may not be asked."""
+
+    def console_output(self, instance: InstanceRow) -> str | None: ...
+
+
 #: instance states (lower-cased, each cloud's words) of an instance that is gone or going
 GONE = {"terminated", "shutting-down", "deleting", "deleted", "failed"}
 
