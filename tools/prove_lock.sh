@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Install a vLLM lock for real, the way cloud-init does on a fresh instance, and keep the venv
+# for tests/test_lock_install.py (which then imports vLLM in it and checks its CLI and tokenizer).
+#   tools/prove_lock.sh [LOCK] [PYTHON] [DEST]
+#     LOCK    default locks/vllm-0.11.0-cp310.txt
+#     PYTHON  default /root/.pyenv/versions/3.10.13/bin/python3.10 (Ubuntu 22.04's Python, the
+#             one AWS's DLAMI, GCP's accelerator image and Azure's HPC image run)
+#     DEST    default /var/tmp/advisor-lock/venv-<first 12 hex of the lock's sha256>
+# Real PyPI, ~10 GB, minutes. Idempotent: a finished venv carries the marker .advisor-lock-ok
+# and is left alone; one without it (a failed or cut-off run) is wiped and built again. The venv
+# is built in place rather than in DEST.tmp and renamed (as tests/boot/build-root.sh does): a
+# venv is not relocatable (its console scripts' #! lines name its path), so the marker, written
+# last, is what makes the build atomic for its readers.
+# Writes DEST/advisor-lock-proof.json: install wall time, du of the venv, package count, versions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lock="${1:-locks/vllm-0.11.0-cp310.txt}"
+py="${2:-/root/.pyenv/versions/3.10.13/bin/python3.10}"
+key="$(sha256sum "$lock" | cut -c1-12)"
+dest="${3:-/var/tmp/advisor-lock/venv-$key}"
+marker="$dest/.advisor-lock-ok"
+# Ubuntu 22.04 (jammy) seeds venvs with pip 22.0.2 (packages.ubuntu.com/jammy/python3-pip:
+# 22.0.2+dfsg-1ubuntu0.x); the lock must install with that pip, not only a newer one.
+pip_version="${ADVISOR_LOCK_PIP:-22.0.2}"
+
+if [[ -e "$marker" ]]; then
+  echo "lock venv ready: $dest"
+  exit 0
+fi
+if [[ ! -x "$py" ]]; then
+  echo "prove_lock: no Python at $py" >&2
+  exit 1
+fi
+rm -rf "$dest"
+mkdir -p "$(dirname "$dest")"
+"$py" -m venv "$dest"
+"$dest/bin/python" -m pip install -q --disable-pip-version-check "pip==$pip_version"
+start="$(date +%s.%N)"
+# exactly cloud-init's line: every file hash-checked, nothing resolved on the instance
+"$dest/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir \
+  --require-hashes --no-deps -r "$lock"
+end="$(date +%s.%N)"
+"$dest/bin/python" -m pip check >"$dest/pip-check.txt" 2>&1 || true
+du_h="$(du -sh "$dest" | cut -f1)"
+du_b="$(du -sb "$dest" | cut -f1)"
+"$dest/bin/python" - "$lock" "$start" "$end" "$du_h" "$du_b" "$pip_version" "$py" \
+  >"$dest/advisor-lock-proof.json" <<'EOF'
+import hashlib, importlib.metadata as md, json, platform, sys
+lock, start, end, du_h, du_b, pip_version, base = sys.argv[1:]
+data = open(lock, "rb").read()
+pins = [ln for ln in data.decode().splitlines() if ln and not ln.startswith("#")]
+check = open(sys.prefix + "/pip-check.txt").read().strip()
+json.dump({
+    "lock": lock, "lock_sha256": hashlib.sha256(data).hexdigest(), "lock_pins": len(pins),
+    "installed_distributions": len(list(md.distributions())),
+    "python": platform.python_version(), "base_python": base, "pip": pip_version,
+    "install_seconds": round(float(end) - float(start), 1), "venv_du": du_h,
+    "venv_bytes": int(du_b), "pip_check": check,
+    "vllm": md.version("vllm"), "torch": md.version("torch"),
+    "transformers": md.version("transformers"),
+}, sys.stdout, indent=2)
+print()
+EOF
+touch "$marker"
+cat "$dest/advisor-lock-proof.json"
+echo "lock venv built: $dest"
