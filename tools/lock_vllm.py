@@ -14,6 +14,8 @@ wheel pip would pick there (packaging's tag order; a package with no wheel keeps
 file is embedded in cloud-init user-data, which must stay under AWS's 16 KB (gzip).
 
 ``--exclude-newer`` makes the resolution repeatable: the same arguments give the same files.
+The first Python's lock is resolved freely; the others are held to its versions (uv
+``--constraint``), so the packages that are not built per Python are the same on every image.
 
 Usage (the exact command of the current locks is in each file's header):
     python tools/lock_vllm.py --vllm 0.11.0 --exclude-newer 2026-12-04
@@ -67,7 +69,10 @@ def uv_version(uv: str) -> str:
                           text=True).stdout.strip()
 
 
-def compile_pylock(uv: str, reqs: list[str], python: str, exclude_newer: str | None) -> dict:
+def compile_pylock(uv: str, reqs: list[str], python: str, exclude_newer: str | None,
+                   constraints: dict[str, str] | None = None) -> dict:
+    """uv's resolution for ``python``; ``constraints`` ({name: version}) hold packages at the
+    versions another Python's lock chose, so that every Python gets one set where it can."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.txt"
         src.write_text("".join(r + "\n" for r in reqs))
@@ -77,6 +82,10 @@ def compile_pylock(uv: str, reqs: list[str], python: str, exclude_newer: str | N
                "--no-header", "--quiet"]
         if exclude_newer:
             cmd += ["--exclude-newer", exclude_newer]
+        if constraints:
+            cons = Path(tmp) / "constraints.txt"
+            cons.write_text("".join(f"{n}=={v}\n" for n, v in sorted(constraints.items())))
+            cmd += ["--constraint", str(cons)]
         subprocess.run(cmd, check=True)
         return tomllib.loads(out.read_text())
 
@@ -153,7 +162,7 @@ def requirement_lines(pylock: dict, python: str) -> list[str]:
 
 
 def render(vllm: str, python: str, ray: bool, lines: list[str], uv_ver: str,
-           exclude_newer: str | None, command: str) -> str:
+           exclude_newer: str | None, command: str, held_to: str | None = None) -> str:
     head = [
         f"# {lock_name(vllm, python, ray)}: every package vLLM {vllm} "
         f"{'with Ray (multi-node) ' if ray else ''}needs on CPython {python}, linux x86_64",
@@ -162,6 +171,8 @@ def render(vllm: str, python: str, ray: bool, lines: list[str], uv_ver: str,
         f"{uv_ver}.",
         f"# Resolved as of: {exclude_newer or 'the day it was run (no --exclude-newer)'}",
         f"# Inputs: {'; '.join(inputs(vllm, ray))}",
+        *([f"# Constraints: the cp{held_to.replace('.', '')} lock's versions (one version set "
+           "across Pythons where a package allows it)"] if held_to else []),
         "# transformers<5: with transformers 5.x vLLM 0.11.0's get_tokenizer() raises",
         "#   AttributeError ... all_special_tokens_extended (vllm-project/vllm#30466).",
         f"# Packages: {len(lines)}",
@@ -193,13 +204,16 @@ def main(argv: list[str] | None = None) -> int:
         command += f" --exclude-newer {args.exclude_newer}"
     uv_ver = uv_version(args.uv)
     args.out.mkdir(parents=True, exist_ok=True)
+    first: dict[bool, dict[str, str]] = {}  # the oldest Python's versions, per ray flag
     for python in pythons:
         for ray in (False, True):
-            pylock = compile_pylock(args.uv, inputs(args.vllm, ray), python, args.exclude_newer)
+            pylock = compile_pylock(args.uv, inputs(args.vllm, ray), python, args.exclude_newer,
+                                    first.get(ray))
+            first.setdefault(ray, {p["name"]: p["version"] for p in pylock["packages"]})
             lines = requirement_lines(pylock, python)
             path = args.out / lock_name(args.vllm, python, ray)
             path.write_text(render(args.vllm, python, ray, lines, uv_ver, args.exclude_newer,
-                                   command))
+                                   command, None if python == pythons[0] else pythons[0]))
             print(f"{path}: {len(lines)} packages, {path.stat().st_size} bytes")
     return 0
 
