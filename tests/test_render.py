@@ -10,11 +10,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 import advisor
 from advisor import UserInputError
 from advisor.core.layouts import place
-from advisor.render.cloudinit import RenderRequest, render, replica_env, templates_dir, unit, write
+from advisor.render.cloudinit import (
+    RenderRequest,
+    render,
+    replica_env,
+    strip_comments,
+    templates_dir,
+    unit,
+    write,
+)
 from tests.test_topology import EIGHT, make_sysfs
 
 CAT = advisor.load_catalog()
@@ -65,7 +74,7 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     exe = need("systemd-analyze")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for s in ("vllm-launch.sh", "vllm-health.sh"):
+    for s in ("vllm-launch.sh", "vllm-health.sh", "vllm-report.sh"):
         shutil.copy(templates_dir() / s, bin_dir / s)
         (bin_dir / s).chmod(0o755)
     text = unit(bin_dir=str(bin_dir), env_dir=str(tmp_path))
@@ -77,17 +86,71 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     assert "Restart=on-failure" in text and "User=vllm" in text
 
 
-def test_scripts_pass_shellcheck():
+SCRIPTS = ("vllm-launch.sh", "vllm-health.sh", "vllm-report.sh", "advisor-install.sh")
+
+
+def test_scripts_pass_shellcheck(tmp_path):
     exe = need("shellcheck")
-    scripts = [str(templates_dir() / s) for s in ("vllm-launch.sh", "vllm-health.sh")]
+    scripts = [str(templates_dir() / s) for s in SCRIPTS]
     r = subprocess.run([exe, *scripts], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stdout
+    # and as the user-data carries them: without their comment lines
+    files = {f["path"]: f["content"] for f in yaml.safe_load(
+        render(ND, place(ND, CAT, 4, 1), REQ)["user-data"])["write_files"]}
+    stripped = []
+    for s in SCRIPTS:
+        text = files[f"/opt/advisor/bin/{s}"]
+        assert text == strip_comments((templates_dir() / s).read_text())
+        assert text.startswith("#!/usr/bin/env bash\n") and "\n#" not in text
+        (tmp_path / s).write_text(text)
+        stripped.append(str(tmp_path / s))
+    r = subprocess.run([exe, *stripped], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout
 
 
-def _dry_run(sysfs: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def test_stripped_launcher_runs_the_same(tmp_path):
+    sysfs = make_sysfs(tmp_path, {0: "0-47", 1: "48-95"}, EIGHT)
+    short = tmp_path / "vllm-launch.sh"
+    short.write_text(strip_comments(LAUNCH.read_text()))
+    assert len(short.read_text()) < len(LAUNCH.read_text()) * 0.8
+    for tp, i, extra in ((4, 1, {}), (8, 0, {}), (8, 0, {"ADVISOR_VLLM_NUMA_BIND": "1"}),
+                         (1, 5, {"ADVISOR_ROLE": "head", "ADVISOR_PP": "2",
+                                 "ADVISOR_NODES": "2"})):
+        env = {**_env_for(tp, i), **extra}
+        full = _dry_run(sysfs, env)
+        short_run = _dry_run(sysfs, env, short)
+        assert full.returncode == 0, full.stderr
+        assert (short_run.returncode, short_run.stdout, short_run.stderr) == (
+            full.returncode, full.stdout, full.stderr)
+
+
+def test_user_data_runs_one_install_script_on_the_lock():
+    files = render(ND, place(ND, CAT, 4, 1), REQ)
+    doc = yaml.safe_load(files["user-data"])
+    assert doc["runcmd"] == [["/opt/advisor/bin/advisor-install.sh", "3.10", "vllm@0.service",
+                              "vllm@1.service"]]
+    by_path = {f["path"]: f for f in doc["write_files"]}
+    lock = by_path["/opt/advisor/requirements.lock"]
+    assert lock["permissions"] == "0644"
+    from advisor.render.envlock import lock_text
+
+    assert lock["content"] == strip_comments(lock_text("0.11.0", "3.10"))
+    assert "--hash=sha256:" in lock["content"] and "\nvllm==0.11.0 " in lock["content"]
+    assert by_path["/opt/advisor/bin/advisor-install.sh"]["permissions"] == "0755"
+    install = (templates_dir() / "advisor-install.sh").read_text()
+    assert "install --no-cache-dir --require-hashes --no-deps -r" in install
+    # the lock follows the image's Python
+    other = render(ND, place(ND, CAT, 4, 1), REQ.model_copy(update={"python": "3.11"}))
+    assert yaml.safe_load(other["user-data"])["runcmd"][0][1] == "3.11"
+    with pytest.raises(UserInputError, match="python"):
+        render(ND, place(ND, CAT, 4, 1), REQ.model_copy(update={"python": "3.10; id"}))
+
+
+def _dry_run(sysfs: Path, env: dict[str, str], launcher: Path = LAUNCH
+             ) -> subprocess.CompletedProcess[str]:
     full = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1", "ADVISOR_SYSFS_ROOT": str(sysfs),
             **env}
-    return subprocess.run(["bash", str(LAUNCH)], capture_output=True, text=True, env=full,
+    return subprocess.run(["bash", str(launcher)], capture_output=True, text=True, env=full,
                           timeout=30, check=False)
 
 
@@ -145,7 +208,9 @@ def test_launcher_spanning_replica_uses_vllm_numa_bind_where_available(tmp_path)
 def test_render_sets_the_numa_bind_flag_by_release():
     plan = place(ND, CAT, 8, 1)
     old = render(ND, plan, REQ)["env/vllm-0.env"]
-    new = render(ND, plan, REQ.model_copy(update={"vllm_version": "0.21.0"}))["env/vllm-0.env"]
+    # no lock ships for 0.21.0: the env files render without the user-data
+    new = render(ND, plan, REQ.model_copy(update={"vllm_version": "0.21.0"}),
+                 user_data=False)["env/vllm-0.env"]
     assert "ADVISOR_VLLM_NUMA_BIND=0" in old and "ADVISOR_VLLM_NUMA_BIND=1" in new
 
 
@@ -238,3 +303,136 @@ def test_cli_render_refuses_a_hostile_model(cli, tmp_path):
             str(tmp_path / "h"), "--instance", "aws:p5.48xlarge", "--tp", "1")
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "h").exists() and not Path("/tmp/advisor-pwned").exists()
+
+
+# -- the install script and the boot reporter, on fakes (the boot test runs them for real) ----
+def _fake_bin(tmp: Path, python: str = "3.10.12", pip_fails: bool = False) -> Path:
+    fake = tmp / "fakebin"
+    fake.mkdir()
+    pip = ("#!/bin/sh\necho 'Collecting vllm==0.11.0'\n"
+           + ("echo 'ERROR: No matching distribution found for vllm==0.11.0' >&2\nexit 1\n"
+              if pip_fails else "echo \"pip $*\" >>\"$ADVISOR_CALLS\"\n"))
+    scripts = {
+        "python3": f"""#!/bin/sh
+if [ "$1" = --version ]; then echo 'Python {python}'; exit 0; fi
+echo "python3 $*" >>"$ADVISOR_CALLS"
+mkdir -p "$3/bin" && cat >"$3/bin/pip" <<'PIP'
+{pip}PIP
+chmod +x "$3/bin/pip"
+""",
+        "systemctl": '#!/bin/sh\necho "systemctl $*" >>"$ADVISOR_CALLS"\n',
+        "chown": '#!/bin/sh\necho "chown $*" >>"$ADVISOR_CALLS"\n',
+        "journalctl": ("#!/bin/sh\nprintf '%s\\n' 'loading weights' "
+                       "'RuntimeError: \"boom\" \\\\ in\tmodel' "
+                       "'advisor-health: vLLM (pid 5) exited before /health answered'\n"),
+    }
+    for name, text in scripts.items():
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    for s in ("advisor-install.sh", "vllm-report.sh"):
+        shutil.copy(templates_dir() / s, bin_dir / s)
+        (bin_dir / s).chmod(0o755)
+    return fake
+
+
+def _run(tmp: Path, fake: Path, *args: str, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    full = {"PATH": f"{fake}:{os.environ['PATH']}", "ADVISOR_CALLS": str(tmp / "calls"),
+            "ADVISOR_VENV": str(tmp / "venv"), "ADVISOR_LOCK": str(tmp / "lock"),
+            "ADVISOR_INSTALL_LOG": str(tmp / "install.log"), "ADVISOR_ENV_DIR": str(tmp / "etc"),
+            "ADVISOR_STATE_DIR": str(tmp / "state"), "ADVISOR_CONSOLE": str(tmp / "console"),
+            **(env or {})}
+    (tmp / "console").touch()
+    return subprocess.run(["bash", *args], capture_output=True, text=True, env=full,
+                          timeout=60, check=False)
+
+
+def test_install_script_runs_named_steps_and_reports_done(tmp_path):
+    import json
+
+    from advisor.bootstatus import describe, parse
+
+    fake = _fake_bin(tmp_path)
+    r = _run(tmp_path, fake, str(tmp_path / "bin/advisor-install.sh"), "3.10", "vllm@0.service",
+             "vllm@1.service")
+    assert r.returncode == 0, r.stderr
+    status = parse(r.stdout)
+    events = [line for line in r.stdout.splitlines() if line.startswith("advisor-boot: ")]
+    steps = [json.loads(e.split(": ", 1)[1])["step"] for e in events]
+    assert steps == ["check python", "create venv", "install vllm", "permissions",
+                     "reload systemd", "start replicas", "install"]
+    assert status.install is not None and status.install.state == "done"
+    assert describe(status) == "booting: starting vllm"
+    # the console saw the same lines; the state file keeps the latest
+    assert (tmp_path / "console").read_text() == "".join(e + "\n" for e in events)
+    kept = json.loads((tmp_path / "state/boot-status.json").read_text())
+    assert kept["state"] == "done" and kept["replicas"] == {}
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[1] == (f"pip install --no-cache-dir --require-hashes --no-deps -r "
+                        f"{tmp_path / 'lock'}")
+    assert calls[-2:] == ["systemctl enable vllm@0.service vllm@1.service",
+                          "systemctl start --no-block vllm@0.service vllm@1.service"]
+    assert "== install vllm: " in (tmp_path / "install.log").read_text()
+
+
+@pytest.mark.parametrize("case", ["pip", "python"])
+def test_install_script_stops_at_the_first_failing_step(tmp_path, case):
+    import json
+
+    from advisor.bootstatus import describe, parse
+
+    fake = _fake_bin(tmp_path, python="3.11.2" if case == "python" else "3.10.12",
+                     pip_fails=case == "pip")
+    r = _run(tmp_path, fake, str(tmp_path / "bin/advisor-install.sh"), "3.10", "vllm@0.service")
+    assert r.returncode == 1
+    said = describe(parse(r.stdout))
+    calls = (tmp_path / "calls").read_text() if (tmp_path / "calls").exists() else ""
+    if case == "pip":
+        assert said == ("failed: install vllm (exit 1): ERROR: No matching distribution found "
+                        "for vllm==0.11.0")
+    else:
+        assert said == ("failed: check python (exit 1): python3 is 3.11 but the lock is for "
+                        "Python 3.10: render for this image with python=3.11")
+        assert "venv" not in calls
+    assert "systemctl" not in calls  # nothing after the failed step ran
+    kept = json.loads((tmp_path / "state/boot-status.json").read_text())
+    assert kept["state"] == "failed" and kept["exit"] == 1
+    assert "failed (exit 1); see" in r.stderr
+
+
+def test_reporter_events_and_the_kept_state(tmp_path):
+    import json
+
+    from advisor.bootstatus import describe, parse, parse_event
+
+    fake = _fake_bin(tmp_path)
+    report = str(tmp_path / "bin/vllm-report.sh")
+    _run(tmp_path, fake, report, "install", "done", "install")
+    serving = _run(tmp_path, fake, report, "serving", "0")
+    assert serving.returncode == 0
+    ev = parse_event(serving.stdout)
+    assert ev is not None and (ev.state, ev.replica, ev.step) == ("serving", 0, "vllm")
+    died = _run(tmp_path, fake, report, "stopped", "1", env={
+        "SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "3"})
+    ev = parse_event(died.stdout)
+    # the process's own last line, not the health check's; quotes, backslash, tab survive
+    assert ev is not None and (ev.state, ev.replica, ev.exit) == ("exited", 1, 3)
+    assert ev.tail == 'RuntimeError: "boom" \\\\ inmodel'
+    killed = parse_event(_run(tmp_path, fake, report, "stopped", "1", env={
+        "SERVICE_RESULT": "signal", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}).stdout)
+    assert killed is not None and killed.exit == 137
+    assert killed.tail.startswith("killed by SIGKILL: RuntimeError")
+    # a stop on request is no failure: nothing is said
+    quiet = _run(tmp_path, fake, report, "stopped", "0", env={"SERVICE_RESULT": "success"})
+    assert quiet.stdout == "" and quiet.returncode == 0
+    kept = json.loads((tmp_path / "state/boot-status.json").read_text())
+    assert kept["state"] == "done" and kept["replicas"]["0"]["state"] == "serving"
+    assert kept["replicas"]["1"]["exit"] == 137
+    assert describe(parse((tmp_path / "console").read_text())).startswith(
+        "failed: replica 1 (vllm) (exit 137): killed by SIGKILL")
+    # a long tail is cut to one line of 300 characters
+    long = _run(tmp_path, fake, report, "install", "failed", "install vllm", "2", "x" * 5000)
+    ev = parse_event(long.stdout)
+    assert ev is not None and ev.tail == "x" * 300

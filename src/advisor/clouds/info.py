@@ -74,3 +74,30 @@ class CloudInfo:
     credentials_hint: str = ""
     #: what ``--image`` may name on this cloud (checked before any call)
     image: CloudOption | None = None
+    #: the most user-data this cloud takes, in bytes as it counts them (of
+    #: :meth:`user_data_payload`, before any base64 the API wants); 0: no limit known
+    user_data_limit: int = 0
+    #: the launch sends the user-data gzip-compressed (cloud-init detects and inflates it)
+    user_data_gzip: bool = False
+    #: how the limit is counted, for the error that says it is passed
+    user_data_counted: str = "bytes"
+
+    def user_data_payload(self, text: str) -> bytes:
+        """The user-data as the launch sends it: gzip where this cloud uses it (deterministic:
+        no time stamp, so the same render gives the same bytes), else the UTF-8 text."""
+        data = text.encode()
+        if self.user_data_gzip:
+            import gzip
+
+            return gzip.compress(data, compresslevel=9, mtime=0)
+        return data
+
+
+def user_data_payload(provider: str, text: str) -> bytes:
+    """The user-data bytes a launch on ``provider`` sends (plain text for a provider advisor
+    does not launch on)."""
+    from advisor.clouds.registry import CLOUDS, info
+
+    if provider not in CLOUDS:
+        return text.encode()
+    return info(provider).user_data_payload(text)

@@ -7,6 +7,12 @@ refused (UserInputError, exit 2) when it does not match — a model id with a ne
 cannot be made safe, so it is not quoted but rejected. The user-data is built as data and dumped
 with PyYAML (no string templating of YAML), and ``runcmd`` uses argument lists, not shell lines.
 No secret is ever written: the API key is fetched at boot from the reference given.
+
+The install is one script (``templates/advisor-install.sh``) that runs named steps and stops at
+the first that fails, telling the serial console (``advisor-boot:`` lines, see
+:mod:`advisor.bootstatus`); vLLM comes from a hash-pinned lock (:mod:`advisor.render.envlock`).
+The user-data must fit the cloud's limit (:class:`advisor.clouds.info.CloudInfo`), checked here:
+the scripts are embedded without their comment lines.
 """
 
 from __future__ import annotations
@@ -31,11 +37,16 @@ _SAFE = {
     "model": re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"),
     "vllm_version": re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)?$"),
     "host": re.compile(r"^(127\.0\.0\.1|0\.0\.0\.0|[0-9a-fA-F:.]{2,45})$"),
+    "python": re.compile(r"^3\.\d{1,2}$"),
 }
 DEFAULT_BIN = "/opt/advisor/bin"
 DEFAULT_ENV = "/etc/advisor"
 DEFAULT_VENV = "/opt/advisor/venv"
 SERVICE_USER = "vllm"
+LOCK_PATH = "/opt/advisor/requirements.lock"
+#: the longest head address ``with_ray_head`` may add to a worker's user-data (IPv6 with an
+#: embedded IPv4, 45 characters): the size check counts it before provisioning knows the head
+_LONGEST_HEAD = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255"
 
 
 def _pattern(kind: str) -> re.Pattern[str]:
@@ -78,6 +89,9 @@ class RenderRequest(BaseModel):
     hf_token_ref: str | None = None
     #: how long systemd and the health check wait for a replica to come up (start_timeout_s())
     start_timeout_s: int = Field(default=1800, ge=300, le=6 * 3600)
+    #: the image's python3 (major.minor), which the lock is resolved for: Ubuntu 22.04's, which
+    #: every default image runs (the install checks it and stops, named, on another)
+    python: str = "3.10"
 
 
 #: Start-up budget of one replica. ASSUMED, not measured here (no GPU host in this project's
@@ -155,15 +169,17 @@ def unit(bin_dir: str = DEFAULT_BIN, env_dir: str = DEFAULT_ENV, user: str = SER
                                                           start_timeout_s=start_timeout_s)
 
 
-def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]:
-    """file name -> content for one instance and plan.
+def render(inst: InstanceType, plan: Plan, req: RenderRequest,
+           user_data: bool = True) -> dict[str, str]:
+    """file name -> content for one instance and plan (``user_data=False``: without the
+    user-data, which alone needs the vLLM release's lock, for a host installed otherwise).
 
     A multi-node plan (``plan.nodes`` > 1) gives the head's files at the top (``user-data``,
     ``env/vllm-0.env``) and the workers' under ``worker/``: every node runs the same NUMA-bound
     launcher, the workers join the head's Ray cluster, the head serves with TP inside a node
     and PP across nodes.
     """
-    for kind in ("model", "vllm_version", "host", "api_key_ref"):
+    for kind in ("model", "vllm_version", "host", "api_key_ref", "python"):
         check_value(kind, getattr(req, kind))
     if req.ray_head is not None:
         check_value("host", req.ray_head)
@@ -178,6 +194,9 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
     launcher = (tdir / "vllm-launch.sh").read_text()
     health = (tdir / "vllm-health.sh").read_text()
     service = unit(start_timeout_s=req.start_timeout_s)
+    scripts = {name: strip_comments((tdir / name).read_text())
+               for name in ("vllm-launch.sh", "vllm-health.sh", "vllm-report.sh",
+                            "advisor-install.sh")}
     from advisor.core.engine import profile
 
     flag = profile(req.vllm_version).numa_bind_flag
@@ -191,8 +210,14 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
                                                          role=role)
                 for i in range(plan.replicas)}
         out.update(envs)
-        out[f"{prefix}user-data"] = _user_data(req, plan, list(envs.values()), launcher,
-                                               health, service, with_ray=multi)
+        if not user_data:
+            continue
+        text = _user_data(req, plan, list(envs.values()), scripts, strip_comments(service),
+                          with_ray=multi)
+        check_user_data(inst.provider, with_ray_head(text, _LONGEST_HEAD)
+                        if role == "worker" and req.ray_head is None else text,
+                        f"{prefix}user-data")
+        out[f"{prefix}user-data"] = text
     out["plan.json"] = json.dumps({
         "instance": inst.key, "model": req.model, "plan": plan.model_dump(),
         "ports": [req.port + i for i in range(plan.replicas)], "host": req.host,
@@ -202,29 +227,54 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str, str]
     return out
 
 
-def _user_data(req: RenderRequest, plan: Plan, envs: list[str], launcher: str, health: str,
+def strip_comments(text: str) -> str:
+    """A script or unit without its comment and blank lines (the shebang and shellcheck
+    directives stay), for the user-data: the same code in fewer bytes. Only whole-line
+    comments go; the embedded scripts have no heredoc or multi-line string with such a line
+    (a test runs shellcheck and the launcher on the stripped text)."""
+    lines = text.splitlines()
+    keep = [ln for i, ln in enumerate(lines)
+            if ln.strip() and (not ln.lstrip().startswith("#") or (i == 0 and ln.startswith("#!"))
+                               or ln.lstrip().startswith("# shellcheck"))]
+    return "\n".join(keep) + "\n"
+
+
+def check_user_data(provider: str, text: str, name: str = "user-data") -> int:
+    """The size of ``text`` as ``provider`` counts it; UserInputError when over its limit."""
+    from advisor.clouds.registry import CLOUDS, info
+
+    if provider not in CLOUDS:
+        return len(text.encode())
+    cloud = info(provider)
+    size = len(cloud.user_data_payload(text))
+    if cloud.user_data_limit and size > cloud.user_data_limit:
+        raise UserInputError(
+            f"{name} for {provider} is {size:,} {cloud.user_data_counted}; "
+            f"{cloud.title.split(' (')[0]} allows {cloud.user_data_limit:,}",
+            hint="render the files (advisor render --out DIR) and install them on the "
+                 "instance yourself, or pick a layout with fewer replicas per instance")
+    return size
+
+
+def _user_data(req: RenderRequest, plan: Plan, envs: list[str], scripts: dict[str, str],
                service: str, with_ray: bool) -> str:
+    from advisor.render.envlock import lock_text
+
+    lock = strip_comments(lock_text(req.vllm_version, req.python, ray=with_ray))
     write_files: list[dict[str, Any]] = [
-        {"path": f"{DEFAULT_BIN}/vllm-launch.sh", "permissions": "0755", "content": launcher},
-        {"path": f"{DEFAULT_BIN}/vllm-health.sh", "permissions": "0755", "content": health},
+        {"path": f"{DEFAULT_BIN}/{name}", "permissions": "0755", "content": text}
+        for name, text in scripts.items()]
+    write_files += [
         {"path": "/etc/systemd/system/vllm@.service", "permissions": "0644", "content": service},
+        {"path": LOCK_PATH, "permissions": "0644", "content": lock},
     ]
     for i, env in enumerate(envs):
         write_files.append({"path": f"{DEFAULT_ENV}/vllm-{i}.env", "permissions": "0640",
                             "content": env})
-    pip = [f"{DEFAULT_VENV}/bin/pip", "install", "--no-cache-dir", f"vllm=={req.vllm_version}"]
-    if with_ray:
-        pip.append("ray[default]")
-    runcmd: list[list[str]] = [
-        ["python3", "-m", "venv", DEFAULT_VENV],
-        pip,
-        ["chown", "-R", f"root:{SERVICE_USER}", DEFAULT_ENV],
-        ["systemctl", "daemon-reload"],
-    ]
     units = [f"vllm@{i}.service" for i in range(len(envs))]
-    # all replicas start at once and cloud-init's final stage does not wait for them: each
-    # unit's ExecStartPost waits for its own /health (up to start_timeout_s)
-    runcmd += [["systemctl", "enable", *units], ["systemctl", "start", "--no-block", *units]]
+    # one script, named steps, the first failure stops it (and cloud-init reports the run
+    # failed); the replicas start at once and cloud-init does not wait for them
+    runcmd = [[f"{DEFAULT_BIN}/advisor-install.sh", req.python, *units]]
     cloud_config = {
         "users": ["default", {"name": SERVICE_USER, "system": True, "shell": "/usr/sbin/nologin",
                               "homedir": "/var/lib/vllm"}],

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from advisor.clouds.aws import CLOUD
 from advisor.clouds.aws.secrets import ssm_parameter
 from advisor.clouds.base import (
     TAG_ATTEMPT,
@@ -256,7 +257,10 @@ class AwsProvider:
                                                                "Tags": tags(spec)}},
                 {"call": "iam.AddRoleToInstanceProfile", "body": {
                     "InstanceProfileName": profile, "RoleName": profile}}]
-        calls.append({"call": "ec2.RunInstances", "body": run})
+        # the body shows the user-data as text; launch() sends it gzip-compressed (its 16 KB
+        # limit, advisor.clouds.aws.USER_DATA_LIMIT), which cloud-init inflates
+        calls.append({"call": "ec2.RunInstances", "body": run,
+                      "user_data_encoding": "gzip"})
         return {"provider": "aws", "region": spec.region, "zone": zone, "calls": calls}
 
     # -- read-only look-ups -----------------------------------------------------------------
@@ -445,6 +449,7 @@ class AwsProvider:
                                  "EFA interface", "zone")
             resolved["subnet_id"] = subnets[0]["SubnetId"]
         body = self.request(spec, zone, resolved)["calls"][-1]["body"]
+        body["UserData"] = CLOUD.user_data_payload(spec.user_data)  # gzip bytes; boto3 base64s
         for attempt in range(8):
             try:
                 r = ec2.run_instances(**body)

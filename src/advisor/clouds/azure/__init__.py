@@ -7,8 +7,16 @@ from advisor.clouds.azure.options import CREDENTIALS_HINT, IMAGE, OPTIONS
 from advisor.clouds.azure.secrets import KEY_SCHEME
 from advisor.clouds.info import CloudInfo
 
+#: customData, sent as plain text in base64: "The base-64 encoded string is decoded to a binary
+#: array that is saved as a file on the Virtual Machine. The maximum length of the binary array
+#: is 65535 bytes" (Compute REST API, OSProfile.customData:
+#: https://learn.microsoft.com/en-us/rest/api/compute/virtual-machines/create-or-update; the same
+#: text in the SDKs' ``OSProfile.custom_data``). The limit counts the decoded bytes.
+USER_DATA_LIMIT = 65535
+
 CLOUD = CloudInfo(name="azure", title="Microsoft Azure", product_word="VM size",
                   backend="advisor.clouds.azure.compute:AzureProvider", extra="azure",
                   sdk="azure-mgmt-compute", key_scheme=KEY_SCHEME, options=OPTIONS,
                   reference_region="eastus",
-                  credentials_hint=CREDENTIALS_HINT, image=IMAGE)
+                  credentials_hint=CREDENTIALS_HINT, image=IMAGE,
+                  user_data_limit=USER_DATA_LIMIT)
