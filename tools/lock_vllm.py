@@ -44,8 +44,9 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHONS = ("3.10", "3.11")
 #: glibc floor of the wheels the lock may pick (manylinux_2_28; every supported image is newer)
 PLATFORM = "x86_64-manylinux_2_28"
-#: transformers 5.x breaks vLLM 0.11.0's get_tokenizer (vllm-project/vllm#30466); 4.56 is the
-#: floor vLLM 0.11.0's own requirements/common.txt asks for
+#: transformers 5.x breaks vLLM 0.11.0's get_tokenizer (vllm-project/vllm#30466). vLLM 0.11.0's
+#: own METADATA asks only transformers>=4.55.2 (no upper bound: the bug); 4.56 is issue 27's floor
+#: (the resolver picks the newest 4.x, 4.57.6, either way)
 TRANSFORMERS = {"0.11.0": "transformers>=4.56,<5"}
 #: what a multi-node replica adds: Ray with its dashboard/agent (``ray start`` needs [default])
 RAY = "ray[default]"

@@ -3,8 +3,10 @@
 # for tests/test_lock_install.py (which then imports vLLM in it and checks its CLI and tokenizer).
 #   tools/prove_lock.sh [LOCK] [PYTHON] [DEST]
 #     LOCK    default locks/vllm-0.11.0-cp310.txt
-#     PYTHON  default /root/.pyenv/versions/3.10.13/bin/python3.10 (Ubuntu 22.04's Python, the
-#             one AWS's DLAMI, GCP's accelerator image and Azure's HPC image run)
+#     PYTHON  default /root/.pyenv/versions/3.10.13/bin/python3.10, else python3.10 on PATH
+#             (Ubuntu 22.04's Python, the one AWS's DLAMI, GCP's accelerator image and Azure's
+#             HPC image run); the cp311 lock: tools/prove_lock.sh locks/vllm-0.11.0-cp311.txt
+#             /usr/bin/python3 (Debian 12's 3.11)
 #     DEST    default /var/tmp/advisor-lock/venv-<first 12 hex of the lock's sha256>
 # Real PyPI, ~10 GB, minutes. Idempotent: a finished venv carries the marker .advisor-lock-ok
 # and is left alone; one without it (a failed or cut-off run) is wiped and built again. The venv
@@ -16,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 lock="${1:-locks/vllm-0.11.0-cp310.txt}"
 py="${2:-/root/.pyenv/versions/3.10.13/bin/python3.10}"
+if [[ -z "${2:-}" && ! -x "$py" ]]; then py="$(command -v python3.10 || true)"; fi
 key="$(sha256sum "$lock" | cut -c1-12)"
 dest="${3:-/var/tmp/advisor-lock/venv-$key}"
 marker="$dest/.advisor-lock-ok"
@@ -27,7 +30,7 @@ if [[ -e "$marker" ]]; then
   echo "lock venv ready: $dest"
   exit 0
 fi
-if [[ ! -x "$py" ]]; then
+if [[ -z "$py" || ! -x "$py" ]]; then
   echo "prove_lock: no Python at $py" >&2
   exit 1
 fi

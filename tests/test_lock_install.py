@@ -1,0 +1,251 @@
+"""The vLLM lock, really installed, serves what advisor renders.
+
+tools/prove_lock.sh installs a lock from real PyPI into /var/tmp/advisor-lock/venv-<sha256 of the
+lock>[:12] with the image's Python and Ubuntu 22.04's pip 22.0.2, exactly as cloud-init does
+(``pip install --require-hashes --no-deps -r LOCK``); .ci/run builds it. These tests then run
+inside that venv, on the CPU, with no network and no Hub:
+
+- vLLM's OpenAI server imports;
+- vLLM's get_tokenizer() loads a tokenizer made here and encodes/decodes with it — the call that
+  dies with transformers 5.x (vllm-project/vllm#30466), which the lock rules out;
+- every flag advisor's launcher passes to ``vllm serve`` (read from templates/vllm-launch.sh, so a
+  flag added there is checked here) exists in the pinned vLLM's real argument parser, and the
+  ``ray start`` flags in ``ray``'s CLI; ``--numa-bind`` is absent in 0.11.0, as advisor's engine
+  rules say.
+
+CPU: importing vLLM needs no GPU (it runs on its UnspecifiedPlatform), but building the ``serve``
+parser asks the platform for a device type, and the CUDA platform cannot load without libcuda.
+The parser script therefore names vLLM's CPU platform; the flags come from the same EngineArgs
+dataclass on every platform.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from advisor.core.engine import profile
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("ADVISOR_LOCK_CACHE", "/var/tmp/advisor-lock"))
+LAUNCHER = ROOT / "templates" / "vllm-launch.sh"
+VLLM = "0.11.0"
+MARKER = ".advisor-lock-ok"
+
+
+def _venv(lock: str) -> Path:
+    key = hashlib.sha256((ROOT / "locks" / lock).read_bytes()).hexdigest()[:12]
+    return CACHE / f"venv-{key}"
+
+
+def _python(lock: str) -> Path:
+    venv = _venv(lock)
+    if not (venv / MARKER).is_file():
+        pytest.skip(f"no installed lock venv at {venv} (its marker {MARKER} is missing): "
+                    f"run `bash tools/prove_lock.sh locks/{lock}` (real PyPI, ~10 GB, ~3 min); "
+                    ".ci/run does")
+    return venv / "bin" / "python"
+
+
+LOCKS = [pytest.param("vllm-0.11.0-cp310.txt", id="cp310"),
+         pytest.param("vllm-0.11.0-cp311.txt", id="cp311")]
+
+
+def _run(python: Path, script: str, *args: str, tmp_path: Path) -> dict:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+           "CUDA_VISIBLE_DEVICES": "", "HF_HOME": str(tmp_path / "hf")}
+    r = subprocess.run([str(python), "-c", script, *args], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# --- what the launcher renders --------------------------------------------------------------
+
+
+def launcher_vllm_flags(text: str) -> set[str]:
+    """Every ``--flag`` the launcher can put on a ``vllm serve`` line: the flags after ``serve``
+    in each array that runs ``.../bin/vllm serve``, and those of the arrays expanded after it
+    (``"${extra[@]}"``). numactl's flags come before the binary; ray's arrays run ``ray``."""
+    arrays: dict[str, list[str]] = {}
+    for name, body in re.findall(r"(?<![\w+])(\w+)=\((.*?)\)", text, re.S):
+        arrays.setdefault(name, []).append(body)
+    flags: set[str] = set()
+    for bodies in arrays.values():
+        for body in bodies:
+            if '/bin/vllm" serve' not in body:
+                continue
+            after = body.split('/bin/vllm" serve', 1)[1]
+            flags |= set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", after))
+            for ref in re.findall(r"\$\{(\w+)\[@\]\}", after):
+                for ref_body in arrays.get(ref, []):
+                    flags |= set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", ref_body))
+    return flags
+
+
+def launcher_ray_flags(text: str) -> set[str]:
+    flags: set[str] = set()
+    for body in re.findall(r"(?<![\w+])\w+=\((.*?)\)", text, re.S):
+        if '/bin/ray" start' in body:
+            after = body.split('/bin/ray" start', 1)[1]
+            flags |= set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", after))
+    return flags
+
+
+def test_the_launcher_flags_are_read_off_the_template():
+    """Runs without the venv: the parse itself, pinned to today's launcher."""
+    text = LAUNCHER.read_text()
+    assert launcher_vllm_flags(text) == {
+        "--host", "--port", "--tensor-parallel-size", "--max-model-len",
+        "--gpu-memory-utilization", "--pipeline-parallel-size", "--distributed-executor-backend",
+        "--numa-bind"}
+    assert launcher_ray_flags(text) == {"--head", "--port", "--num-gpus", "--disable-usage-stats",
+                                        "--block", "--address"}
+
+
+#: flags that exist only from some release on; the rest must exist in every locked release
+GATED = {"--numa-bind": "numa_bind_flag"}
+#: a value per flag, to parse a whole rendered line (a new flag without one is only looked up)
+SAMPLE = {"--host": "127.0.0.1", "--port": "8000", "--tensor-parallel-size": "4",
+          "--max-model-len": "8192", "--gpu-memory-utilization": "0.9",
+          "--pipeline-parallel-size": "2", "--distributed-executor-backend": "ray"}
+
+PARSER = r"""
+import json, sys
+import vllm.platforms as platforms
+from vllm.platforms.cpu import CpuPlatform
+platforms._current_platform = CpuPlatform()  # a device type for EngineArgs' defaults; no GPU here
+from vllm.entrypoints.openai.cli_args import make_arg_parser
+from vllm.utils import FlexibleArgumentParser
+parser = make_arg_parser(FlexibleArgumentParser())
+options = sorted({o for a in parser._actions for o in a.option_strings})
+line = json.loads(sys.argv[1])
+ns = vars(parser.parse_args(["--model", "org/model", *line]))
+print(json.dumps({"options": options,
+                  "parsed": {k: ns[k] for k in ("host", "port", "tensor_parallel_size",
+                             "max_model_len", "gpu_memory_utilization", "pipeline_parallel_size",
+                             "distributed_executor_backend")}}))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_every_flag_the_launcher_renders_exists_in_the_pinned_vllm(lock, tmp_path):
+    python = _python(lock)
+    flags = launcher_vllm_flags(LAUNCHER.read_text())
+    line = [x for f in sorted(SAMPLE) if f in flags for x in (f, SAMPLE[f])]
+    out = _run(python, PARSER, json.dumps(line), tmp_path=tmp_path)
+    options = set(out["options"])
+    engine = profile(VLLM)
+    for flag in sorted(flags):
+        if flag in GATED:
+            assert getattr(engine, GATED[flag]) is False, flag
+            assert flag not in options, f"vLLM {VLLM} has {flag}: update advisor.core.engine"
+        else:
+            assert flag in options, f"vllm serve {VLLM} has no {flag}"
+    assert out["parsed"] == {"host": "127.0.0.1", "port": 8000, "tensor_parallel_size": 4,
+                             "max_model_len": 8192, "gpu_memory_utilization": 0.9,
+                             "pipeline_parallel_size": 2, "distributed_executor_backend": "ray"}
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_every_ray_start_flag_exists(lock, tmp_path):
+    """vLLM 0.11.0 itself needs ray (ray[cgraph]), so the serving lock has its CLI too."""
+    python = _python(lock)
+    r = subprocess.run([str(python.parent / "ray"), "start", "--help"], capture_output=True,
+                       text=True, timeout=300, env={"PATH": "/usr/bin:/bin",
+                                                    "HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    for flag in sorted(launcher_ray_flags(LAUNCHER.read_text())):
+        assert re.search(rf"(?<![\w-]){flag}\b", r.stdout), f"ray start has no {flag}"
+
+
+# --- the server imports, and the tokenizer path that transformers 5 breaks works ------------
+
+IMPORTS = r"""
+import json
+import vllm.entrypoints.openai.api_server  # noqa: F401  the `vllm serve` server
+import torch, transformers, vllm
+print(json.dumps({"vllm": vllm.__version__, "torch": torch.__version__,
+                  "cuda": torch.version.cuda, "transformers": transformers.__version__}))
+"""
+
+TOKENIZER = r"""
+import json, sys
+from pathlib import Path
+from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
+folder = Path(sys.argv[1])
+folder.mkdir()
+tok = Tokenizer(models.BPE(unk_token="<unk>"))
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+tok.decoder = decoders.ByteLevel()
+text = ["the quick brown fox jumps over the lazy dog", "vllm serves models on numa nodes"] * 50
+tok.train_from_iterator(text, trainers.BpeTrainer(
+    vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
+    initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+tok.save(str(folder / "tokenizer.json"))
+(folder / "tokenizer_config.json").write_text(json.dumps({
+    "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+    "unk_token": "<unk>", "model_max_length": 2048}))
+(folder / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 300}))
+
+from vllm.transformers_utils.tokenizer import get_tokenizer
+t = get_tokenizer(str(folder))
+ids = t.encode("the lazy fox serves models", add_special_tokens=False)
+print(json.dumps({"class": type(t).__name__, "ids": ids,
+                  "text": t.decode(ids, skip_special_tokens=True),
+                  "extended": [str(x) for x in t.all_special_tokens_extended]}))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_server_imports_and_pins_what_the_lock_says(lock, tmp_path):
+    python = _python(lock)
+    out = _run(python, IMPORTS, tmp_path=tmp_path)
+    text = (ROOT / "locks" / lock).read_text()
+    assert out["vllm"] == VLLM
+    assert f"torch=={out['torch'].split('+')[0]} " in text
+    assert out["cuda"] == "12.8"  # the CUDA the pairing table checks the image's driver against
+    assert out["transformers"].startswith("4.")
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_get_tokenizer_works_on_a_local_tokenizer(lock, tmp_path):
+    python = _python(lock)
+    out = _run(python, TOKENIZER, str(tmp_path / "tok"), tmp_path=tmp_path)
+    assert out["class"].startswith("Cached")  # through get_cached_tokenizer, the #30466 path
+    assert len(out["ids"]) >= 3
+    assert out["text"] == "the lazy fox serves models"
+    assert {"<s>", "</s>", "<unk>"} <= set(out["extended"])
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_failure_the_lock_prevents_is_in_the_pinned_source(lock):
+    """vllm-project/vllm#30466: transformers 5 dropped ``all_special_tokens_extended``, which
+    vLLM 0.11.0's get_cached_tokenizer reads on every tokenizer; the lock keeps transformers 4."""
+    venv = _python(lock).parent.parent
+    (src,) = venv.glob("lib/python3.*/site-packages/vllm/transformers_utils/tokenizer.py")
+    code = src.read_text()
+    cached = code.split("def get_cached_tokenizer", 1)[1].split("\ndef ", 1)[0]
+    assert "tokenizer.all_special_tokens_extended" in cached
+    assert "get_cached_tokenizer(tokenizer)" in code.split("def get_tokenizer(", 1)[1]
+    (dist,) = venv.glob("lib/python3.*/site-packages/transformers-*.dist-info")
+    assert dist.name.startswith("transformers-4."), dist.name
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_install_was_measured(lock):
+    """What tools/prove_lock.sh recorded (the README quotes install time and size)."""
+    venv = _python(lock).parent.parent
+    proof = json.loads((venv / "advisor-lock-proof.json").read_text())
+    data = (ROOT / "locks" / lock).read_bytes()
+    assert proof["lock_sha256"] == hashlib.sha256(data).hexdigest()
+    assert proof["pip"] == "22.0.2" and proof["pip_check"] == "No broken requirements found."
+    assert proof["vllm"] == VLLM and proof["transformers"].startswith("4.")
+    assert proof["install_seconds"] > 0 and proof["venv_bytes"] > 1e9
