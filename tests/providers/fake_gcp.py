@@ -6,7 +6,17 @@ come back the way Compute Engine reports them (a DONE operation carrying ``error
 The same server answers the two other REST APIs the backend calls, on their own paths: IAM
 (``/v1/projects/P/serviceAccounts``: create, get, delete, with IAM's account-id rules) and
 Secret Manager's ``secrets.getIamPolicy`` / ``setIamPolicy`` (etags checked, members that name
-an unknown account of the project refused the way IAM refuses them)."""
+an unknown account of the project refused the way IAM refuses them), ``secrets.get`` (metadata)
+and ``secrets.testIamPermissions`` (the subset held; ``denied`` takes permissions away).
+
+Issue 27 adds, each shaped as the Compute Engine REST v1 reference shows it: routers
+(https://cloud.google.com/compute/docs/reference/rest/v1/routers: ``get``, ``list``,
+``insert`` with ``requestId``, ``delete``, ``aggregatedList`` keyed ``regions/R``), with the
+RouterNat rule that a NAT for all subnets may not sit beside another NAT config on the same
+network and region; ``subnetworks.list`` (…/v1/subnetworks/list); ``images.get`` and
+``images.getFromFamily`` (…/v1/images; the default GPU family is there unless a test takes it
+out) and ``instances.getSerialPortOutput`` (…/v1/instances/getSerialPortOutput: ``contents``,
+``start``, ``next``) answering what a test puts in ``serial``."""
 
 from __future__ import annotations
 
@@ -49,6 +59,21 @@ class FakeCompute:
         #: how many setIamPolicy calls naming a new account answer "does not exist" (IAM's
         #: propagation delay)
         self.unknown_account_for = 0
+        #: Compute Engine: (region, router name) -> router, as routers.get answers it
+        self.routers: dict[tuple[str, str], dict[str, Any]] = {}
+        #: (region, subnet name) -> subnetwork (name, network URL, ipCidrRange)
+        self.subnetworks: dict[tuple[str, str], dict[str, Any]] = {}
+        #: (image project, "family/F" or image name) -> image
+        self.images: dict[tuple[str, str], dict[str, Any]] = {
+            ("ubuntu-os-accelerator-images",
+             "family/ubuntu-accelerator-2204-amd64-with-nvidia-580"): {
+                "kind": "compute#image", "name": "ubuntu-accelerator-2204-amd64-with-nvidia-"
+                "580-v20261120", "family": "ubuntu-accelerator-2204-amd64-with-nvidia-580",
+                "status": "READY"}}
+        #: (zone, instance name) -> what serial port 1 says
+        self.serial: dict[tuple[str, str], str] = {}
+        #: secret -> the permissions testIamPermissions leaves out
+        self.denied: dict[str, set[str]] = {}
         self._n = 0
         #: every request answered so far (the fault suite counts a provision's calls with it)
         self.calls = 0
@@ -95,6 +120,19 @@ class FakeCompute:
         if sp := re.match(r"^/v1/projects/([^/]+)/secrets/([^/:]+):(getIamPolicy|setIamPolicy)$",
                           path):
             return self._secret_policy(sp.group(1), sp.group(2), sp.group(3), body)
+        if st := re.match(r"^/v1/projects/([^/]+)/secrets/([^/:]+)(:testIamPermissions)?$",
+                          path):
+            project, secret = st.group(1), st.group(2)
+            if secret not in self.secrets:
+                return self._error(404, "NOT_FOUND", f"Secret [projects/{project}/secrets/"
+                                   f"{secret}] not found or has no versions.")
+            if st.group(3):  # TestIamPermissionsResponse: the subset held, {} for none
+                asked = (body or {}).get("permissions", [])
+                held = [x for x in asked if x not in self.denied.get(secret, set())]
+                return 200, ({"permissions": held} if held else {})
+            return 200, {"name": f"projects/{project}/secrets/{secret}",
+                         "replication": {"automatic": {}},
+                         "createTime": "2026-11-01T00:00:00Z", "etag": '"1"'}
         m = re.match(r"^/compute/v1/projects/([^/]+)/(.*)$", path)
         if not m:
             return 404, {"error": {"code": 404, "message": "not found"}}
@@ -127,6 +165,15 @@ class FakeCompute:
             if rid:
                 self.seen_request_ids[rid] = op
             return 200, op
+        if z := re.match(r"^zones/([^/]+)/instances/([^/]+)/serialPort$", rest):
+            key = (z.group(1), z.group(2))
+            if key not in self.instances:
+                return 404, {"error": {"code": 404, "message": f"The resource '{rest}' was not "
+                                       "found", "errors": [{"reason": "notFound"}]}}
+            text = self.serial.get(key, "")
+            return 200, {"kind": "compute#serialPortOutput", "contents": text, "start": "0",
+                         "next": str(len(text.encode())),
+                         "selfLink": BASE + f"projects/{project}/{rest}"}
         if z := re.match(r"^zones/([^/]+)/instances/([^/]+)$", rest):
             key = (z.group(1), z.group(2))
             if key not in self.instances:
@@ -162,6 +209,24 @@ class FakeCompute:
         if r := re.match(r"^regions/([^/]+)$", rest):
             return 200, {"kind": "compute#region", "name": r.group(1),
                          "quotas": self.quotas.get(r.group(1), [])}
+        if r := re.match(r"^regions/([^/]+)/routers(?:/([^/]+))?$", rest):
+            return self._routers(project, r.group(1), r.group(2), method, query, body)
+        if rest == "aggregated/routers":
+            items: dict[str, Any] = {}
+            for (region, _), router in sorted(self.routers.items()):
+                items.setdefault(f"regions/{region}", {"routers": []})["routers"].append(router)
+            return 200, {"kind": "compute#routerAggregatedList", "items": items}
+        if r := re.match(r"^regions/([^/]+)/subnetworks$", rest):
+            return 200, {"kind": "compute#subnetworkList", "items": [
+                s for (region, _), s in sorted(self.subnetworks.items())
+                if region == r.group(1)]}
+        if im := re.match(r"^global/images/(family/[^/]+|[^/]+)$", rest):
+            image = self.images.get((project, im.group(1)))
+            if image is None:
+                return 404, {"error": {"code": 404, "message": f"The resource 'projects/"
+                                       f"{project}/{rest}' was not found",
+                                       "errors": [{"reason": "notFound"}]}}
+            return 200, image
         if rest == "global/firewalls":
             if method == "POST":
                 assert body is not None
@@ -178,6 +243,69 @@ class FakeCompute:
             return 200, self._op(project, None, rest, "delete")
         return 404, {"error": {"code": 404, "message": f"no route {method} {rest}"}}
 
+
+    # -- routers (Cloud NAT) -------------------------------------------------------------------
+    def _routers(self, project: str, region: str, name: str | None, method: str,
+                 query: dict[str, list[str]], body: dict[str, Any] | None
+                 ) -> tuple[int, dict[str, Any]]:
+        def not_found(what: str) -> tuple[int, dict[str, Any]]:
+            return 404, {"error": {"code": 404, "message": f"The resource 'projects/{project}/"
+                                   f"regions/{region}/routers/{what}' was not found",
+                                   "errors": [{"reason": "notFound"}]}}
+
+        def full(url: str) -> str:  # partial URLs come back whole
+            if url.startswith("http"):
+                return url
+            return BASE + (url if url.startswith("projects/") else f"projects/{project}/{url}")
+
+        if name is None and method == "POST":
+            assert body is not None
+            rid = query.get("requestId", [""])[0]
+            if rid and rid in self.seen_request_ids:
+                return 200, self.seen_request_ids[rid]
+            if (region, body["name"]) in self.routers:
+                return 409, {"error": {"code": 409, "message": f"The resource 'projects/"
+                                       f"{project}/regions/{region}/routers/{body['name']}' "
+                                       "already exists", "errors": [{"reason": "alreadyExists"}]}}
+            router = {**body, "kind": "compute#router", "id": str(7000 + len(self.routers)),
+                      "region": BASE + f"projects/{project}/regions/{region}",
+                      "network": full(body.get("network", "")),
+                      "selfLink": BASE + f"projects/{project}/regions/{region}/routers/"
+                      f"{body['name']}",
+                      "nats": [{**n, "subnetworks": [
+                          {**sub, "name": full(sub["name"])}
+                          for sub in n.get("subnetworks", [])]} if n.get("subnetworks") else n
+                               for n in body.get("nats", [])]}
+            # RouterNat.sourceSubnetworkIpRangesToNat: with ALL_SUBNETWORKS_* "there should not
+            # be any other Router.Nat section in any Router for this network in this region"
+            # (the wording of GCP's refusal is not documented; this one quotes the reference)
+            beside = [n for (reg, _), r in self.routers.items() if reg == region
+                      and r.get("network") == router["network"] for n in r.get("nats", [])]
+            every = [n for n in router["nats"] if str(n.get("sourceSubnetworkIpRangesToNat",
+                                                             "")).startswith("ALL_SUBNETWORKS")]
+            if beside and (every or any(str(n.get("sourceSubnetworkIpRangesToNat", ""))
+                                        .startswith("ALL_SUBNETWORKS") for n in beside)):
+                return 400, {"error": {"code": 400, "message": "Invalid value for field "
+                                       "'resource.nats[0]': there should not be any other "
+                                       "Router.Nat section in any Router for this network in "
+                                       "this region.", "errors": [{"reason": "invalid"}]}}
+            self.routers[(region, body["name"])] = router
+            op = self._op(project, None, f"regions/{region}/routers/{body['name']}", "insert")
+            op["region"] = BASE + f"projects/{project}/regions/{region}"
+            if rid:
+                self.seen_request_ids[rid] = op
+            return 200, op
+        if name is None:
+            return 200, {"kind": "compute#routerList", "items": [
+                r for (reg, _), r in sorted(self.routers.items()) if reg == region]}
+        if (region, name) not in self.routers:
+            return not_found(name)
+        if method == "DELETE":
+            del self.routers[(region, name)]
+            op = self._op(project, None, f"regions/{region}/routers/{name}", "delete")
+            op["region"] = BASE + f"projects/{project}/regions/{region}"
+            return 200, op
+        return 200, self.routers[(region, name)]
 
     # -- IAM and Secret Manager ----------------------------------------------------------------
     @staticmethod

@@ -98,8 +98,9 @@ def test_launch_sends_the_exact_body(fake, tmp_path):
     assert again.status == "exists" and len(inserts(fake)) == 1
 
     gone = down("l4-box", providers={"gcp": gcp(fake)}, store=store)
-    assert gone.removed == ["l4-box", f"service-account:{SA.format('l4-box')}"]
-    assert fake.instances == {} and fake.service_accounts == {}
+    assert gone.removed == ["l4-box", "nat:us-central1/advisor-l4-box-nat",
+                            f"service-account:{SA.format('l4-box')}"]
+    assert fake.instances == {} and fake.service_accounts == {} and fake.routers == {}
     assert status("l4-box", store=store)[0].status == "down"
 
 
@@ -287,7 +288,13 @@ def test_dry_run_shows_the_account_the_binding_and_no_external_ip(fake):
     assert calls == ["iam.projects.serviceAccounts.create",
                      "secretmanager.projects.secrets.setIamPolicy",
                      "secretmanager.projects.secrets.setIamPolicy",
+                     "compute.routers.list", "compute.routers.insert",
                      "compute.instances.insert"]
+    nat = req["calls"][-2]  # no external IP: the NAT look-up, and the router made without one
+    assert nat["body"]["name"] == "advisor-dry-nat"
+    assert nat["body"]["nats"] == [{"name": "advisor-dry-nat", "natIpAllocateOption": "AUTO_ONLY",
+                                    "sourceSubnetworkIpRangesToNat":
+                                    "ALL_SUBNETWORKS_ALL_IP_RANGES"}]
     create = req["calls"][0]
     assert create["name"] == "projects/proj" and create["body"]["accountId"] == "advisor-dry"
     assert "advisor" in create["body"]["serviceAccount"]["displayName"]
@@ -312,6 +319,7 @@ def test_dry_run_shows_the_account_the_binding_and_no_external_ip(fake):
     assert body["networkInterfaces"][0]["accessConfigs"] == [{"name": "External NAT",
                                                               "type": "ONE_TO_ONE_NAT"}]
     assert "notes" not in opened.requests[0]
+    assert not any("routers" in c["call"] for c in opened.requests[0]["calls"])
 
 
 def test_the_account_gets_one_role_on_exactly_its_secrets(fake, tmp_path):

@@ -15,16 +15,18 @@ ids hold at most 30 characters), never the default compute account. Its only rol
 ``roles/secretmanager.secretAccessor`` on the API key's secret (and the Hugging Face token's),
 granted on each secret's own IAM policy (read-modify-write with the policy's etag). ``down``
 takes that binding out again and deletes the account. The instance gets an external IP only
-when ``--allow-cidr`` or ``--ssh-cidr`` opens something; without one it reaches pip and the
-Hugging Face Hub only through Cloud NAT on its network (``--network``), which advisor does not
-create (a note says so).
+when ``--allow-cidr`` or ``--ssh-cidr`` opens something; without one it reaches apt, pip, the
+Hugging Face Hub and Secret Manager only through Cloud NAT on its network (``--network``) in its
+region: ``ensure_network`` finds one that serves the subnet or makes the deployment's own
+(``--gcp-nat``, see :mod:`advisor.clouds.gcp.nat`); ``down`` removes only a NAT advisor made.
 
 Found again from the cloud: instances and their boot disks carry the labels
-``advisor-deployment`` and ``advisor-attempt`` (the provision run that made them); firewall rules
-and the service account cannot carry labels, so their exact names say the deployment and their
-descriptions begin ``advisor deployment NAME attempt ID``. ``terminate_attempt`` removes only
-what one attempt made; ``down`` removes instances first (``terminate_instances``), then the
-global rules and account (``remove_network``, only once no instance of the deployment is left);
+``advisor-deployment`` and ``advisor-attempt`` (the provision run that made them); firewall rules,
+the NAT router and the service account cannot carry labels, so their exact names say the
+deployment and their descriptions begin ``advisor deployment NAME attempt ID``.
+``terminate_attempt`` removes only what one attempt made; ``down`` removes instances first
+(``terminate_instances``), then the global rules and account (``remove_network``, only once no
+instance of the deployment is left; the regional NAT router once none is left in its region);
 ``leftovers`` lists whatever is still there, bindings on the secrets included.
 
 ``endpoint``, ``iam_url``, ``secretmanager_url`` and ``credentials`` are the seams the tests
@@ -47,7 +49,21 @@ from advisor.clouds.base import (
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
+    PreflightCheck,
     QuotaStatus,
+)
+from advisor.clouds.gcp.nat import (
+    LIST_OF_SUBNETWORKS,
+    Egress,
+    Nat,
+    fix_command,
+    nat_mode,
+    nats_of,
+    network_key,
+    router_body,
+    router_name,
+    serving,
+    update_command,
 )
 from advisor.clouds.gcp.secrets import KEY_SCHEME
 from advisor.errors import UserInputError
@@ -436,6 +452,7 @@ class GcpProvider:
                     "etag": "<from getIamPolicy>"}},
                 "note": "read-modify-write: the secret's other bindings are kept"})
         calls += [{"call": "compute.firewalls.insert", "body": b} for b in firewall_bodies(spec)]
+        calls += self._nat_calls(spec, project)
         calls.append({"call": "compute.instances.insert", "zone": z,
                       "requestId": request_id(spec.vm_name, z, spec.instance_type),
                       "body": instance_body(spec, z, email)})
@@ -446,12 +463,68 @@ class GcpProvider:
         return out
 
     @staticmethod
+    def _nat_calls(spec: LaunchSpec, project: str) -> list[dict[str, Any]]:
+        """The egress step of the dry run: nothing with an external IP; else the look-up
+        (routers.list in the region, unless --gcp-nat create) and the router insert (unless
+        existing-only). Routers reference:
+        https://cloud.google.com/compute/docs/reference/rest/v1/routers"""
+        if has_ingress(spec):
+            return []
+        mode = nat_mode(spec)
+        net = network_path(spec.options.get("network"))
+        out: list[dict[str, Any]] = []
+        if mode != "create":
+            out.append({"call": "compute.routers.list", "project": network_key(net, project)[0],
+                        "region": spec.region,
+                        "note": f"a Cloud NAT on {net} that serves the instance's subnet in "
+                        f"{spec.region} is used as found (advisor never removes it)"
+                        + ("; none: provision stops with the gcloud commands that make one"
+                           if mode == "existing-only" else "")})
+        if mode != "existing-only":
+            body = router_body(spec, net, owner_text(spec))
+            out.append({"call": "compute.routers.insert", "region": spec.region,
+                        "requestId": request_id("nat", body["name"], spec.region,
+                                                spec.labels.get(TAG_ATTEMPT, "")),
+                        "body": body,
+                        "note": ("made for the deployment ('advisor down' removes it)"
+                                 if mode == "create" else "only when the look-up finds none; "
+                                 "'advisor down' removes it")})
+        return out
+
+    @staticmethod
     def _nat_note(spec: LaunchSpec) -> str:
+        """What the dry run says about egress (no call made)."""
         net = network_path(spec.options.get("network")).rsplit("/", 1)[-1]
-        return (f"GCP: {spec.deployment} has no external IP (no --allow-cidr/--ssh-cidr): it "
-                f"reaches pip and the Hugging Face Hub only through Cloud NAT on network {net!r} "
-                f"in {spec.region}, which advisor does not create (gcloud compute routers nats "
-                "create …)")
+        mode = nat_mode(spec)
+        head = (f"GCP: {spec.deployment} has no external IP (no --allow-cidr/--ssh-cidr): it "
+                "reaches apt, pip, the Hugging Face Hub and Secret Manager only through Cloud "
+                f"NAT on network {net!r} in {spec.region}")
+        if mode == "create":
+            return head + f": advisor makes {router_name(spec.deployment)} (--gcp-nat create)"
+        if mode == "existing-only":
+            return head + (": one must be there (--gcp-nat existing-only); without one "
+                           "provision stops and says how to make it")
+        return head + (f": one found there is used, else advisor makes "
+                       f"{router_name(spec.deployment)} ('advisor down' removes only that one)")
+
+    def _egress_note(self, spec: LaunchSpec, egress: Egress) -> str | None:
+        """What ``provision`` says about the egress it found or made."""
+        if egress.kind == "external-ip":
+            return None
+        net = network_path(spec.options.get("network")).rsplit("/", 1)[-1]
+        head = (f"GCP: {spec.deployment} has no external IP (no --allow-cidr/--ssh-cidr): it "
+                "reaches apt, pip, the Hugging Face Hub and Secret Manager through Cloud NAT")
+        nat = egress.nat
+        if nat is not None and not self._ours(nat.description, spec.deployment):
+            return (f"{head} {nat.router}/{nat.name}, found on network {net!r} in "
+                    f"{spec.region} (not advisor's: never removed by advisor)")
+        return (f"{head} {router_name(spec.deployment)}, which advisor made on network {net!r} "
+                f"in {spec.region} ('advisor down' removes it)")
+
+    @staticmethod
+    def _ours(description: str, deployment: str, attempt: str | None = None) -> bool:
+        dep, att = described_owner(description)
+        return dep == deployment and (not attempt or att == attempt)
 
     # -- look-ups ---------------------------------------------------------------------------
     def zones(self, spec: LaunchSpec) -> list[str | None]:
@@ -470,6 +543,35 @@ class GcpProvider:
         from advisor.clouds.gcp.quota import check_quota
 
         return check_quota(self, spec)
+
+    def preflight(self, spec: LaunchSpec) -> list[PreflightCheck]:
+        """Credentials, each secret and advisor's right to grant it, quota, the image and
+        egress, checked before anything is made (:mod:`advisor.clouds.gcp.preflight`)."""
+        from advisor.clouds.gcp.preflight import preflight
+
+        return preflight(self, spec)
+
+    def preflight_plan(self, spec: LaunchSpec) -> list[PreflightCheck]:
+        from advisor.clouds.gcp.preflight import plan
+
+        return plan(self, spec)
+
+    def console_output(self, instance: InstanceRow) -> str | None:
+        """Serial port 1 of the instance (where cloud-init and advisor's boot lines go):
+        instances.getSerialPortOutput, whose ``contents`` hold the last 1 MB or so
+        (https://cloud.google.com/compute/docs/reference/rest/v1/instances/getSerialPortOutput).
+        None when there is nothing yet, no such instance, or no permission to read it."""
+        if not instance.zone:
+            return None
+        try:
+            out = self._do(self._client("InstancesClient").get_serial_port_output,
+                           project=self.project, zone=instance.zone, instance=instance.id,
+                           port=1)
+        except CloudError as err:
+            if _not_found(err) or err.scope == "provider":
+                return None
+            raise
+        return str(out.contents or "") or None
 
     def find(self, deployment: str, region: str) -> list[InstanceRow]:
         return [self._row(i, region, zone) for zone, i in self._labelled(deployment, region)]
@@ -490,8 +592,15 @@ class GcpProvider:
 
     # -- changes ----------------------------------------------------------------------------
     def ensure_network(self, spec: LaunchSpec) -> list[ResourceRow]:
+        """The service account and its bindings, the firewall rules, and egress: an instance
+        without an external IP needs a Cloud NAT, found (looked up first: an ``existing-only``
+        refusal comes before anything is made) or made last."""
         spec = with_network(spec)
         compute = _compute()
+        egress = self._egress(spec)
+        refusal = self._egress_refusal(spec, egress)
+        if refusal is not None:
+            raise refusal
         out = [ResourceRow(kind="service-account", id=self._service_account(spec),
                            region=spec.region)]
         fw = self._client("FirewallsClient")
@@ -506,7 +615,137 @@ class GcpProvider:
                         or "already exists" in str(err)):
                     raise err from exc
             out.append(ResourceRow(kind="firewall", id=body["name"], region=spec.region))
+        if egress.kind == "make":
+            out.append(self._make_nat(spec))
+        elif egress.nat is not None and self._ours(egress.nat.description, spec.deployment):
+            out.append(ResourceRow(kind="nat-router", id=egress.nat.router, region=spec.region))
+        note = self._egress_note(spec, egress)
+        if note is not None and note not in self.notes:
+            self.notes.append(note)
         return out
+
+    # -- egress (Cloud NAT) -----------------------------------------------------------------
+    def _egress(self, spec: LaunchSpec) -> Egress:
+        """How the instance will reach the internet (``spec`` with its network as a path): an
+        external IP, a NAT found, one to make, or none (see :class:`nat.Egress`)."""
+        if has_ingress(spec):
+            return Egress("external-ip")
+        mode = nat_mode(spec)
+        if mode == "create":
+            return Egress("make")
+        key = network_key(network_path(spec.options.get("network")), self.project)
+        nats = self._nats(key[0], spec.region)
+        subnets: list[str] | None = None
+        if any(n.network == key and n.ranges == LIST_OF_SUBNETWORKS for n in nats):
+            subnets = self._subnets(key, spec.region)
+        found = serving(nats, key, subnets)
+        if found is not None:
+            return Egress("found", nat=found)
+        others = tuple(n for n in nats if n.network == key)
+        if key[0] != self.project:
+            return Egress("shared-vpc", others=others, subnets=tuple(subnets or ()))
+        if others:
+            return Egress("conflict", others=others, subnets=tuple(subnets or ()))
+        return Egress("make" if mode == "auto" else "missing")
+
+    def _egress_refusal(self, spec: LaunchSpec, egress: Egress) -> CloudError | None:
+        """The refusal (scope ``region``: another region's network may have its NAT) for an
+        egress advisor may not or cannot provide, with the gcloud command that fixes it."""
+        fix = self._egress_fix(spec, egress)
+        if fix is None:
+            return None
+        net = network_key(network_path(spec.options.get("network")), self.project)
+        what = {"missing": "and --gcp-nat existing-only makes none",
+                "shared-vpc": f"and advisor makes none in another project ({net[0]})",
+                "conflict": "(the network's NAT configs there list other subnets, and a NAT "
+                "for all subnets may not sit beside them)"}[egress.kind]
+        return CloudError("gcp", "NoCloudNAT", f"no Cloud NAT serves network {net[1]!r} in "
+                          f"{spec.region} {what}: without an external IP the instance could "
+                          "not reach apt, pip or the Hugging Face Hub", "region", hint=fix,
+                          kind="error")
+
+    def _egress_fix(self, spec: LaunchSpec, egress: Egress) -> str | None:
+        net = network_key(network_path(spec.options.get("network")), self.project)
+        if egress.kind in ("missing", "shared-vpc"):
+            return fix_command(net[0], net[1], spec.region)
+        if egress.kind == "conflict":
+            listed = [n for n in egress.others if n.ranges == LIST_OF_SUBNETWORKS]
+            if listed and egress.subnets:
+                missing = [s for s in egress.subnets if s not in listed[0].subnets]
+                return update_command(listed[0], net[0], missing)
+            return ("give the instance's subnet a Cloud NAT (gcloud compute routers nats "
+                    f"update … --region {spec.region}), or pass --allow-cidr/--ssh-cidr")
+        return None
+
+    def _nats(self, project: str, region: str) -> list[Nat]:
+        """Every NAT config of every router in ``region`` (routers.list)."""
+        compute = _compute()
+        req = compute.ListRoutersRequest(project=project, region=region)
+        out: list[Nat] = []
+        for r in self._do(self._client("RoutersClient").list, request=req):
+            out += nats_of(json.loads(compute.Router.to_json(r)), region, project)
+        return out
+
+    def _subnets(self, network: tuple[str, str], region: str) -> list[str]:
+        """Names of ``network``'s subnets in ``region`` (subnetworks.list,
+        https://cloud.google.com/compute/docs/reference/rest/v1/subnetworks/list)."""
+        compute = _compute()
+        req = compute.ListSubnetworksRequest(project=network[0], region=region)
+        return [str(s.name) for s in self._do(self._client("SubnetworksClient").list, request=req)
+                if network_key(str(s.network), network[0]) == network]
+
+    def _router(self, region: str, name: str) -> dict[str, Any] | None:
+        """routers.get as REST JSON; None when there is none of that name."""
+        compute = _compute()
+        try:
+            r = self._do(self._client("RoutersClient").get, project=self.project, region=region,
+                         router=name)
+        except CloudError as err:
+            if _not_found(err):
+                return None
+            raise
+        return dict(json.loads(compute.Router.to_json(r)))
+
+    def _make_nat(self, spec: LaunchSpec) -> ResourceRow:
+        """The deployment's router with one NAT config (routers.insert with a requestId of the
+        attempt: a retried insert makes nothing twice). A router of that name from an earlier
+        attempt is reused; one advisor did not make is a refusal."""
+        compute = _compute()
+        body = router_body(spec, network_path(spec.options.get("network")), owner_text(spec))
+        rid = request_id("nat", body["name"], spec.region, spec.labels.get(TAG_ATTEMPT, ""))
+        try:
+            req = compute.InsertRouterRequest(
+                project=self.project, region=spec.region, request_id=rid,
+                router_resource=compute.Router.from_json(json.dumps(body)))
+            op = self._do(self._client("RoutersClient").insert, request=req)
+            self._wait(op)
+        except CloudError as err:
+            if "alreadyexists" not in (err.code + err.detail).lower().replace(" ", ""):
+                raise
+            found = self._router(spec.region, body["name"])
+            if found is None or not self._ours(str(found.get("description", "")),
+                                               spec.deployment):
+                raise CloudError("gcp", "ALREADY_EXISTS", f"a router {body['name']} exists in "
+                                 f"{spec.region} that advisor did not create", "fatal",
+                                 hint="choose another --name") from err
+        return ResourceRow(kind="nat-router", id=body["name"], region=spec.region)
+
+    def _remove_nat(self, deployment: str, region: str, attempt: str | None = None
+                    ) -> list[str]:
+        """The deployment's router (and its NAT) in ``region`` when advisor made it (and
+        ``attempt`` did, when given); a NAT advisor found is never touched."""
+        name = router_name(deployment)
+        found = self._router(region, name)
+        if found is None or not self._ours(str(found.get("description", "")), deployment,
+                                           attempt):
+            return []
+        try:
+            self._wait(self._do(self._client("RoutersClient").delete, project=self.project,
+                                region=region, router=name))
+        except CloudError as err:
+            if not _not_found(err):
+                raise
+        return [f"nat:{region}/{name}"]
 
     def _service_account(self, spec: LaunchSpec) -> str:
         """The deployment's service account, made once, and its one role on each secret."""
@@ -594,9 +833,6 @@ class GcpProvider:
     def launch(self, spec: LaunchSpec, zone: str | None) -> InstanceRow:
         compute = _compute()
         assert zone is not None, "GCP instances live in a zone"
-        if not has_ingress(spec) and (note := self._nat_note(with_network(spec))) not in \
-                self.notes:
-            self.notes.append(note)
         call = self.request(spec, zone)["calls"][-1]
         req = compute.InsertInstanceRequest(
             project=self.project, zone=zone, request_id=call["requestId"],
@@ -683,10 +919,14 @@ class GcpProvider:
                        attempt: str | None = None) -> list[str]:
         """The firewall rules and the service account (with its bindings) of the deployment
         (only those ``attempt`` made, when given) — once no instance of the deployment is left in
-        any region: both are global, shared by every region's instances."""
-        if self._labelled(deployment):
-            return []
+        any region: both are global, shared by every region's instances. The NAT router advisor
+        made in ``region`` goes once no instance of the deployment is left in that region."""
+        anywhere = self._labelled(deployment)
         removed = []
+        if not any(zone.startswith(region + "-") for zone, _i in anywhere):
+            removed += self._remove_nat(deployment, region, attempt)
+        if anywhere:
+            return removed
         fw = self._client("FirewallsClient")
         for name in self._firewalls(deployment, attempt):
             try:
@@ -733,10 +973,14 @@ class GcpProvider:
 
     def leftovers(self, deployment: str, region: str) -> list[str]:
         """What still carries the deployment's label or name: its instances in ``region`` (any
-        state), and — global, named without a region — its firewall rules, its service account
-        and that account's bindings on the secrets its description names."""
+        state), the NAT router advisor made there, and — global, named without a region — its
+        firewall rules, its service account and that account's bindings on the secrets its
+        description names."""
         left = [f"{region}:{i.name}" for _z, i in self._labelled(deployment, region)]
         left += [f"firewall:{n}" for n in self._firewalls(deployment)]
+        router = self._router(region, router_name(deployment))
+        if router is not None and self._ours(str(router.get("description", "")), deployment):
+            left.append(f"nat:{region}/{router_name(deployment)}")
         ours = self._our_account(deployment)
         if ours is not None:
             email, doc = ours

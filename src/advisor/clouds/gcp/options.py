@@ -16,6 +16,13 @@ OPTIONS = (
                 pattern=r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?|projects/([a-z0-9.-]{1,63}:)?"
                 r"[a-z][a-z0-9-]{4,28}[a-z0-9]/global/networks/[a-z]([a-z0-9-]{0,61}[a-z0-9])?",
                 commands=("provision", "status", "down")),
+    # issue 27: egress without ingress (advisor.clouds.gcp.nat)
+    CloudOption(key="nat", flag="--gcp-nat",
+                help="GCP egress for an instance without an external IP: auto (default) uses "
+                "a Cloud NAT that serves its subnet or makes one that down removes; create "
+                "always makes one; existing-only refuses without one, printing the gcloud "
+                "commands that make it",
+                pattern=r"auto|create|existing-only", commands=("provision",)),
 )
 
 #: ``--image`` (offered by provision, which checks it against the deployment's cloud)
