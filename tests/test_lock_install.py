@@ -8,6 +8,7 @@ inside that venv, on the CPU, with no network and no Hub:
 - vLLM's OpenAI server imports;
 - vLLM's get_tokenizer() loads a tokenizer made here and encodes/decodes with it — the call that
   dies with transformers 5.x (vllm-project/vllm#30466), which the lock rules out;
+- the same call with transformers 5 put first on PYTHONPATH dies with the issue's AttributeError;
 - every flag advisor's launcher passes to ``vllm serve`` (read from templates/vllm-launch.sh, so a
   flag added there is checked here) exists in the pinned vLLM's real argument parser, and the
   ``ray start`` flags in ``ray``'s CLI; ``--numa-bind`` is absent in 0.11.0, as advisor's engine
@@ -237,6 +238,26 @@ def test_the_failure_the_lock_prevents_is_in_the_pinned_source(lock):
     assert "get_cached_tokenizer(tokenizer)" in code.split("def get_tokenizer(", 1)[1]
     (dist,) = venv.glob("lib/python3.*/site-packages/transformers-*.dist-info")
     assert dist.name.startswith("transformers-4."), dist.name
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_transformers_5_over_the_lock_breaks_get_tokenizer(lock, tmp_path):
+    """The failure itself: the same venv with transformers 5 (tools/prove_lock.sh installs it
+    beside the venv, never into it) first on PYTHONPATH, and the same get_tokenizer call dies as
+    in vllm-project/vllm#30466. What the lock's transformers<5 pin is for."""
+    python = _python(lock)
+    overlay = python.parent.parent / "transformers5"
+    if not (overlay / ".ok").is_file():
+        pytest.skip(f"no transformers 5 overlay at {overlay}: run tools/prove_lock.sh again")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": str(overlay)}
+    r = subprocess.run([str(python), "-c", TOKENIZER, str(tmp_path / "tok")], env=env,
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode != 0, r.stdout[-2000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("AttributeError: ") and "all_special_tokens_extended" in last, last
+    assert "get_cached_tokenizer" in r.stderr
 
 
 @pytest.mark.parametrize("lock", LOCKS)
