@@ -56,7 +56,7 @@ def _req(model: str, provider: str, **kw: Any) -> RenderRequest:
 
 def _sizes() -> list[tuple[int, str, str, str, str]]:
     """(size as the cloud counts it, cloud, instance, model and layout, file) of every render."""
-    out = []
+    out: list[tuple[int, str, str, str, str]] = []
     for inst in CAT.instances.values():
         if inst.provider not in CLOUDS:
             continue

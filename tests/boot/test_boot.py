@@ -5,6 +5,15 @@ stand-ins for nvidia-smi, pip (installs nothing) and vllm (records argv, environ
 CPU affinity and memory policy from inside the process, and answers /health and an
 authenticated /v1/models). Two plans: 8 GPUs as two TP-4 replicas, and one GPU.
 
+The user-data is fed gzip-compressed, as AWS's launch sends it (real cloud-init inflates it), and
+installs through advisor-install.sh from the hash-pinned lock for this root's Python (Debian 12's
+3.11; the stand-in pip reads the lock). Two failures are proved loud: an install step that fails
+(the stand-in pip refuses a package) ends cloud-init in error with the step named on the console
+and in /var/lib/advisor/boot-status.json, and a vLLM that exits while loading is reported
+`exited` within seconds, each restart again, not after TimeoutStartSec; the console the box
+writes (nspawn's stdout) is read back with advisor.bootstatus, as ``advisor status`` reads a
+cloud's serial console.
+
 The binding is checked against this kernel's real NUMA nodes: the fake tree puts the GPUs on
 the nodes the host has (two when it has two or more; on a one-node host every GPU hangs off
 node 0, and the two-node launcher logic is covered by the launcher tests on fake trees).
@@ -12,6 +21,7 @@ node 0, and the two-node launcher logic is covered by the launcher tests on fake
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -28,6 +38,8 @@ import pytest
 import yaml
 
 import advisor
+from advisor.bootstatus import describe, parse
+from advisor.render.cloudinit import RenderRequest, render
 
 HERE = Path(__file__).resolve().parent
 ROOT = Path(os.environ.get("ADVISOR_BOOT_ROOT", "/var/tmp/advisor-boot/root-v2"))
@@ -81,12 +93,34 @@ class Box:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = tmp / "console.log"
 
-    def put(self, path: str, text: str, mode: int = 0o644) -> Path:
+    def put(self, path: str, text: str | bytes, mode: int = 0o644) -> Path:
         p = self.merged / path.lstrip("/")
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+        if isinstance(text, bytes):
+            p.write_bytes(text)
+        else:
+            p.write_text(text)
         p.chmod(mode)
         return p
+
+    def console(self) -> str:
+        """What the box wrote to its console so far (the serial console of a cloud)."""
+        return self.log.read_bytes().decode(errors="replace")
+
+    def cloud_init_status(self, timeout: float = BOOT_TIMEOUT_S) -> str:
+        """``cloud-init status --long`` once cloud-init has finished."""
+        end = time.monotonic() + timeout
+        out = ""
+        while time.monotonic() < end:
+            try:
+                out = self.sh("cloud-init", "status", "--long").stdout
+            except AssertionError:  # systemd is not up yet
+                time.sleep(0.5)
+                continue
+            if "status: running" not in out and "status: not run" not in out and out:
+                return out
+            time.sleep(1)
+        raise AssertionError(f"cloud-init still running after {timeout} s: {out}")
 
     def boot(self) -> None:
         with open(self.log, "wb") as log:
@@ -135,11 +169,15 @@ class Box:
 
 def _offline_cloud_cfg(root: Path) -> str:
     """NoCloud only, and no apt: the packages advisor asks for are in the root already (the
-    test is offline); every other module of Debian's cloud.cfg runs as shipped."""
+    test is offline); no locale either: update-locale exits 255 in this minimal root (no
+    generated locales), which would put cloud-init in error before advisor's install runs.
+    Every other module of Debian's cloud.cfg runs as shipped, so that ``cloud-init status``
+    says done, or error for advisor's own failure alone."""
     base = yaml.safe_load((root / "etc/cloud/cloud.cfg").read_text())
     final = [m for m in base["cloud_final_modules"] if m != "package-update-upgrade-install"]
+    config = [m for m in base["cloud_config_modules"] if m != "locale"]
     return yaml.safe_dump({"datasource_list": ["NoCloud", "None"],
-                           "cloud_final_modules": final})
+                           "cloud_config_modules": config, "cloud_final_modules": final})
 
 
 def _http(url: str, key: str | None = None) -> int:
@@ -174,14 +212,37 @@ def fake_gpu_side(box: Box, gpus: list[tuple[str, int]]) -> None:
         box.put(f"/usr/lib/{py.name}/ensurepip/{f}", (HERE / "standins/ensurepip" / f).read_text())
 
 
+def _root_python() -> str:
+    """The boot root's python3, major.minor (Debian 12: 3.11)."""
+    py = next((ROOT / "usr/lib").glob("python3.[0-9]*"))
+    return py.name.removeprefix("python")
+
+
+def _render(model: str, ctx: int, instance: str, **kw: object) -> advisor.RenderResult:
+    """render_files' layout, rendered again for the root's Python (the lock is per Python)."""
+    res = advisor.render_files(model, ctx, instance=instance, **kw)  # type: ignore[arg-type]
+    p = json.loads(res.files["plan.json"])
+    req = RenderRequest(model=p["model"], max_model_len=ctx, vllm_version=p["vllm_version"],
+                        port=p["ports"][0], host=p["host"], api_key_ref=p["api_key_ref"],
+                        hf_token_ref=p["hf_token_ref"], start_timeout_s=p["start_timeout_s"],
+                        python=_root_python())
+    files = render(res.instance, res.plan, req)
+    assert set(files) == set(res.files)
+    return res.model_copy(update={"files": files})
+
+
 def _boot_plan(tmp: Path, name: str, files: dict[str, str], gpus: list[tuple[str, int]],
-               key: str, token: str | None) -> Box:
+               key: str, token: str | None, switches: dict[str, str] | None = None) -> Box:
     box = Box(tmp, name)
-    box.put("/var/lib/cloud/seed/nocloud/user-data", files["user-data"])
+    # gzip-compressed, as AWS's launch sends it: cloud-init inflates it itself
+    seed = gzip.compress(files["user-data"].encode(), mtime=0)
+    box.put("/var/lib/cloud/seed/nocloud/user-data", seed)
     box.put("/var/lib/cloud/seed/nocloud/meta-data",
             f"instance-id: {name}\nlocal-hostname: {name}\n")
     box.put("/etc/cloud/cloud.cfg.d/90-advisor-boot-test.cfg", _offline_cloud_cfg(ROOT))
     fake_gpu_side(box, gpus)
+    for name_, value in (switches or {}).items():  # what the stand-ins are told to do
+        box.put(f"/etc/advisor-standin/{name_}", value + "\n")
     # the operator's secrets, as files (a cloud's secret store in production); readable by the
     # service user, which cloud-init creates only at boot
     box.put("/etc/advisor/secrets/api-key", key + "\n", 0o644)
@@ -275,10 +336,10 @@ def test_eight_gpus_two_tp4_replicas_boot_bound_and_keyed(tmp_path, boxes):
     gpus = [(f"0000:{0x18 + 0x10 * i:02x}:00.0", nodes[i // per]) for i in range(8)]
     key, token = "k-" + secrets.token_hex(16), "hf_" + secrets.token_hex(17)
     ports = [18300, 18301]
-    res = advisor.render_files("llama-3-8b", 4096, instance="azure:Standard_ND96isr_H100_v5",
-                               tp=4, port=ports[0], catalog=cat,
-                               api_key_ref="file:/etc/advisor/secrets/api-key",
-                               hf_token_ref="file:/etc/advisor/secrets/hf-token")
+    res = _render("llama-3-8b", 4096, "azure:Standard_ND96isr_H100_v5",
+                  tp=4, port=ports[0], catalog=cat,
+                  api_key_ref="file:/etc/advisor/secrets/api-key",
+                  hf_token_ref="file:/etc/advisor/secrets/hf-token")
     assert res.plan.replicas == 2 and res.plan.tp == 4
     t0 = time.monotonic()
     box = _boot_plan(tmp_path, "adv-boot-tp4", res.files, gpus, key, token)
@@ -290,9 +351,27 @@ def test_eight_gpus_two_tp4_replicas_boot_bound_and_keyed(tmp_path, boxes):
                     token)
     # both replicas started at once, and cloud-init's final stage did not wait for them
     pip_log = (box.upper / "var/log/advisor-standin-pip.log").read_text()
-    assert "vllm==" in pip_log
+    assert ("install --no-cache-dir --require-hashes --no-deps -r /opt/advisor/requirements.lock"
+            in pip_log and "  vllm==" in pip_log)
+    assert "status: done" in box.cloud_init_status()
+    _serving_everywhere(box, 2)
     _secrets_nowhere(box, [key, token])
     assert booted_s < BOOT_TIMEOUT_S
+
+
+def _serving_everywhere(box: Box, replicas: int) -> None:
+    """The install said done, each replica serving: in the state file and on the console."""
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        said = describe(parse(box.console()), replicas=replicas)
+        if said == "serving":
+            break
+        time.sleep(0.5)
+    assert said == "serving", box.console()[-3000:]
+    kept = json.loads((box.upper / "var/lib/advisor/boot-status.json").read_text())
+    assert (kept["step"], kept["state"]) == ("install", "done")
+    assert sorted(kept["replicas"]) == [str(i) for i in range(replicas)]
+    assert all(r["state"] == "serving" for r in kept["replicas"].values())
 
 
 def test_one_gpu_boots_and_an_empty_key_stops_it(tmp_path, boxes):
@@ -301,8 +380,8 @@ def test_one_gpu_boots_and_an_empty_key_stops_it(tmp_path, boxes):
     gpus = [("0000:38:00.0", node)]
     key = "k-" + secrets.token_hex(16)
     port = 18400
-    res = advisor.render_files("qwen3-8b", 8192, instance="aws:g6e.2xlarge", port=port,
-                               catalog=cat, api_key_ref="file:/etc/advisor/secrets/api-key")
+    res = _render("qwen3-8b", 8192, "aws:g6e.2xlarge", port=port, catalog=cat,
+                  api_key_ref="file:/etc/advisor/secrets/api-key")
     box = _boot_plan(tmp_path, "adv-boot-1gpu", res.files, gpus, key, None)
     boxes.append(box)
     record = box.upper / f"var/lib/vllm/standin/vllm-{port}.json"
@@ -324,3 +403,80 @@ def test_one_gpu_boots_and_an_empty_key_stops_it(tmp_path, boxes):
     assert not record.exists()  # vllm was never started without a key
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_a_failing_install_step_fails_cloud_init_and_is_named(tmp_path, boxes):
+    node = sorted(_real_nodes())[-1]
+    gpus = [("0000:38:00.0", node)]
+    res = _render("qwen3-8b", 8192, "aws:g6e.2xlarge", port=18500,
+                  catalog=advisor.load_catalog(),
+                  api_key_ref="file:/etc/advisor/secrets/api-key")
+    box = _boot_plan(tmp_path, "adv-boot-pipfail", res.files, gpus, "k-" + secrets.token_hex(8),
+                     None, switches={"pip-fail": "vllm"})
+    boxes.append(box)
+    status = box.cloud_init_status()
+    # cloud-init ran the script, saw it fail, and says so
+    assert "status: error" in status and "scripts-user" in status, status
+    kept = json.loads((box.upper / "var/lib/advisor/boot-status.json").read_text())
+    assert (kept["step"], kept["state"], kept["exit"]) == ("install vllm", "failed", 1)
+    assert kept["tail"] == "ERROR: No matching distribution found for vllm==0.11.0"
+    log = (box.upper / "var/log/advisor-install.log").read_text()
+    assert "== install vllm: " in log and "== permissions" not in log  # it stopped there
+    # the console, read as advisor status reads a cloud's serial console
+    said = describe(parse(box.console()))
+    print(f"\n{status.strip()}\nadvisor status would say: {said}")
+    assert said == ("failed: install vllm (exit 1): ERROR: No matching distribution found for "
+                    "vllm==0.11.0"), box.console()[-3000:]
+    assert box.sh("systemctl", "is-enabled", "vllm@0.service").stdout.strip() != "enabled"
+
+
+def test_a_vllm_that_exits_is_reported_at_once_and_at_each_restart(tmp_path, boxes):
+    node = sorted(_real_nodes())[-1]
+    gpus = [("0000:38:00.0", node)]
+    port = 18600
+    res = _render("qwen3-8b", 8192, "aws:g6e.2xlarge", port=port, catalog=advisor.load_catalog(),
+                  api_key_ref="file:/etc/advisor/secrets/api-key")
+    assert res.plan.replicas == 1
+    box = _boot_plan(tmp_path, "adv-boot-exit", res.files, gpus, "k-" + secrets.token_hex(8),
+                     None, switches={"vllm-exit": "3"})
+    boxes.append(box)
+    started = box.upper / f"var/lib/vllm/standin/started-{port}"
+    box.wait_for([started])
+    t_start = float(started.read_text().split()[0])
+    end = time.monotonic() + 30
+    seen = None
+    while time.monotonic() < end:
+        if '"state":"exited"' in box.console():
+            seen = time.time()
+            break
+        time.sleep(0.2)
+    assert seen is not None, box.console()[-3000:]
+    took = seen - t_start
+    timeout = res.files["vllm@.service"].split("TimeoutStartSec=")[1].split()[0]
+    print(f"\nvLLM exited -> reported on the console in {took:.1f} s "
+          f"(TimeoutStartSec is {timeout} s)")
+    assert took < 30
+    said = describe(parse(box.console()))
+    assert said == ("failed: replica 0 (vllm) (exit 3): RuntimeError: stand-in vllm told to exit "
+                    "3"), said
+    journal = box.sh("journalctl", "--no-pager", "-u", "vllm@0.service").stdout
+    # systemd handed the health check the main PID ($MAINPID of ExecStartPost, Type=exec)
+    import re
+
+    assert re.search(r"advisor-health: vLLM \(pid \d+\) exited before /health answered",
+                     journal), journal
+    assert '"state":"exited"' in journal and '"replica":0' in journal
+    kept = json.loads((box.upper / "var/lib/advisor/boot-status.json").read_text())
+    assert kept["state"] == "done" and kept["replicas"]["0"]["exit"] == 3
+    # Restart=on-failure brings it back after RestartSec, and each failure is reported again
+    end = time.monotonic() + 45
+    while time.monotonic() < end and len(_exited(box)) < 2:
+        time.sleep(0.5)
+    assert len(started.read_text().split()) >= 2
+    assert len(_exited(box)) >= 2, box.console()[-3000:]
+
+
+def _exited(box: Box) -> set[str]:
+    """The distinct `exited` events on the console (one per failure of the replica)."""
+    return {line.split("advisor-boot: ", 1)[1].strip() for line in box.console().splitlines()
+            if "advisor-boot: " in line and '"state":"exited"' in line}
