@@ -67,12 +67,15 @@ keep() {
   ) 9>"$state_dir/.lock"
 }
 
-# the unit's last journal line of this run: vLLM's own, rather than the health check's
+# the unit's last journal line of this run; with "own", vLLM's own rather than the health
+# check's (a process that exited by itself said why; one that was stopped did not)
 last_line() {
-  local lines line
+  local lines line=""
   lines="$(journalctl --no-pager -q -o cat -n 30 "_SYSTEMD_INVOCATION_ID=${INVOCATION_ID:-}" \
-           2>/dev/null | grep -v '^[[:space:]]*$')"
-  line="$(grep -v -e '^advisor-health:' -e '^advisor-boot:' <<<"$lines" | tail -n 1)"
+           2>/dev/null | grep -v -e '^[[:space:]]*$' -e '^advisor-boot:')"
+  if [[ "${1:-}" == own ]]; then
+    line="$(grep -v '^advisor-health:' <<<"$lines" | tail -n 1)"
+  fi
   printf '%s' "${line:-$(tail -n 1 <<<"$lines")}"
 }
 
@@ -85,7 +88,9 @@ case "$mode" in
     [[ "$result" == success ]] && exit 0
     code="${EXIT_STATUS:-}"
     why=""
+    own=own
     if [[ "${EXIT_CODE:-}" != exited && -n "$code" ]]; then
+      own=""
       # killed or dumped by a signal: the shell's convention, 128 + the signal's number
       why="killed by SIG$code: "
       n="$(kill -l "$code" 2>/dev/null || true)"
@@ -95,7 +100,7 @@ case "$mode" in
     step=vllm
     [[ "$result" == timeout ]] && step="vllm (start timed out)"
     sleep 0.5  # let journald take in the process's last lines
-    event exited "$step" "$code" "$why$(last_line)" "${2:-}" ;;
+    event exited "$step" "$code" "$why$(last_line "$own")" "${2:-}" ;;
   install)
     event "${2:-}" "${3:-}" "${4:-}" "${5:-}" "" ;;
   *)
