@@ -10,7 +10,27 @@ deleted the way Microsoft.Authorization does: a PUT names an existing VM identit
 existing vault's scope, and one name cannot be moved to another principal.
 
 ``calls`` counts every request; ``before`` (fault injection) sees each one first and may raise
-or answer in its place. ``resources.list`` also takes ARM's tagName/tagValue filter."""
+or answer in its place. ``resources.list`` also takes ARM's tagName/tagValue filter.
+
+What preflight and the boot console read (issue 27), each in the shape of its ARM reference:
+
+* the subscription (Subscriptions - Get: ``state``, https://learn.microsoft.com/en-us/rest/api/
+  resources/subscriptions/get), ``subscription_state``;
+* a vault's secrets' metadata through the management plane (Key Vault Secrets - Get, 2023-07-01:
+  https://learn.microsoft.com/en-us/rest/api/keyvault/keyvault/secrets/get; never a value),
+  ``secrets`` — every vault holds ``vllm-api-key`` and ``hf-token`` unless told otherwise;
+* the caller's permissions on a vault (Permissions - List For Resource:
+  https://learn.microsoft.com/en-us/rest/api/authorization/permissions/list-for-resource),
+  ``permissions`` — Owner's ``*`` unless told otherwise; a role-assignment PUT without
+  ``Microsoft.Authorization/roleAssignments/write`` there answers 403 AuthorizationFailed;
+* the versions of a marketplace image in a location (Virtual Machine Images - List, a bare JSON
+  array: https://learn.microsoft.com/en-us/rest/api/compute/virtual-machine-images/list),
+  ``images`` — advisor's default image in every location unless told otherwise;
+* boot diagnostics (Virtual Machines - Retrieve Boot Diagnostics Data:
+  https://learn.microsoft.com/en-us/rest/api/compute/virtual-machines/
+  retrieve-boot-diagnostics-data): SAS URIs on https://127.0.0.1 (never another host), whose
+  serial log is what a test put in ``consoles`` (VM name -> text); ``blob_requests`` records
+  each blob GET's URL and headers."""
 
 from __future__ import annotations
 
@@ -29,6 +49,10 @@ from requests.adapters import BaseAdapter
 from requests.structures import CaseInsensitiveDict
 
 HOST = "https://management.azure.com"
+#: where the fake's boot-diagnostics blobs are served (loopback only: nothing leaves the process)
+BLOB_HOST = "127.0.0.1"
+#: advisor's default image (Azure/azhpc-images) as the marketplace lists it, in any location
+DEFAULT_IMAGE = ("*", "microsoft-dsvm", "ubuntu-hpc", "2204")
 
 
 class FakeCredential:
@@ -59,14 +83,41 @@ class FakeArm(BaseAdapter):
         #: fault injection: called as ``before(n, request)`` ahead of request n (1-based); it
         #: may raise (the process dies there) or return a response to answer instead
         self.before: Callable[[int, Any], requests.Response | None] | None = None
+        #: Subscriptions - Get's ``state`` (Enabled, Warned, PastDue, Disabled, Deleted)
+        self.subscription_state = "Enabled"
+        #: lower-cased vault id -> secret name -> its ``attributes``
+        self.secrets: dict[str, dict[str, dict[str, Any]]] = {}
+        #: lower-cased vault id -> the caller's permissions there; absent: Owner's
+        self.permissions: dict[str, list[dict[str, Any]]] = {}
+        #: (location or "*", publisher, offer, sku), lower-cased -> version names
+        self.images: dict[tuple[str, str, str, str], list[str]] = {
+            DEFAULT_IMAGE: ["22.04.2025111201", "22.04.2025120301"]}
+        #: VM name -> the serial console text its boot diagnostics blob holds
+        self.consoles: dict[str, str] = {}
+        #: (url, headers) of every blob GET
+        self.blob_requests: list[tuple[str, dict[str, str]]] = []
 
-    def add_vault(self, subscription: str, rg: str, name: str, rbac: bool = True) -> str:
+    def add_vault(self, subscription: str, rg: str, name: str, rbac: bool = True,
+                  secrets: tuple[str, ...] = ("vllm-api-key", "hf-token")) -> str:
         vid = (f"/subscriptions/{subscription}/resourceGroups/{rg}/providers/"
                f"Microsoft.KeyVault/vaults/{name}")
         self.vaults[vid.lower()] = {"id": vid, "name": name, "type": "Microsoft.KeyVault/vaults",
                                     "location": "eastus",
                                     "properties": {"enableRbacAuthorization": rbac}}
+        now = int(time.time())
+        self.secrets[vid.lower()] = {s: {"enabled": True, "created": now, "updated": now}
+                                     for s in secrets}
         return vid
+
+    def may_assign_roles(self, vault_key: str) -> bool:
+        """The fake's own reading of ``permissions``: an exact or ``*`` action, no notAction."""
+        needed = {"*", "microsoft.authorization/*",
+                  "microsoft.authorization/roleassignments/write",
+                  "microsoft.authorization/roleassignments/*"}
+        perms = self.permissions.get(vault_key, [{"actions": ["*"], "notActions": []}])
+        return any({a.lower() for a in p.get("actions", [])} & needed
+                   and not {a.lower() for a in p.get("notActions", [])} & needed
+                   for p in perms)
 
     def principals(self) -> dict[str, str]:
         """principalId -> VM id, for every VM with a system-assigned identity."""
@@ -104,7 +155,7 @@ class FakeArm(BaseAdapter):
     # -- ARM --------------------------------------------------------------------------------
     def send(self, request: Any, **_: Any) -> requests.Response:  # type: ignore[override]
         url = urlparse(request.url)
-        assert url.hostname == "management.azure.com", request.url  # nothing goes elsewhere
+        assert url.hostname in ("management.azure.com", BLOB_HOST), request.url  # nowhere else
         path = url.path
         key = path.lower().rstrip("/")
         q = parse_qs(url.query)
@@ -120,6 +171,8 @@ class FakeArm(BaseAdapter):
             injected = self.before(self.calls, request)
             if injected is not None:
                 return injected
+        if url.hostname == BLOB_HOST:
+            return self._blob(request, path)
         self.log.append((request.method, path, body))
         m = request.method
         if key.startswith("/fake-operations/"):
@@ -146,6 +199,39 @@ class FakeArm(BaseAdapter):
             return self._response(request, 200, {"value": value})
         if key in self.vaults and m == "GET":
             return self._response(request, 200, self.vaults[key])
+        if m == "GET" and re.fullmatch(r"/subscriptions/[^/]+", key):
+            sub = path.rstrip("/").rsplit("/", 1)[1]
+            return self._response(request, 200, {
+                "id": f"/subscriptions/{sub}", "subscriptionId": sub,
+                "tenantId": "00000000-0000-0000-0000-0000000000aa",
+                "displayName": "advisor tests", "state": self.subscription_state,
+                "subscriptionPolicies": {"locationPlacementId": "Public_2014-09-01",
+                                         "quotaId": "PayAsYouGo_2014-09-01",
+                                         "spendingLimit": "Off"},
+                "authorizationSource": "RoleBased"})
+        if key.endswith("/providers/microsoft.authorization/permissions") and m == "GET":
+            scope = key.rsplit("/providers/microsoft.authorization/", 1)[0]
+            if scope not in self.vaults:
+                return self._not_found(request, scope)
+            return self._response(request, 200, {"value": self.permissions.get(scope, [
+                {"actions": ["*"], "notActions": [], "dataActions": [], "notDataActions": []}])})
+        if m == "GET" and (sec := re.fullmatch(r"(.+/microsoft\.keyvault/vaults/[^/]+)/secrets/"
+                                               r"([^/]+)", key)):
+            return self._secret(request, sec.group(1), path.rstrip("/").rsplit("/", 1)[1])
+        if m == "GET" and (img := re.search(
+                r"/providers/microsoft\.compute/locations/([^/]+)/publishers/([^/]+)/"
+                r"artifacttypes/vmimage/offers/([^/]+)/skus/([^/]+)/versions$", key)):
+            loc, pub, offer, sku_ = img.groups()
+            versions = self.images.get((loc, pub, offer, sku_),
+                                       self.images.get(("*", pub, offer, sku_)))
+            if versions is None:  # ARM's answer for an unknown publisher, offer or SKU
+                return self._response(request, 404, {"error": {
+                    "code": "NotFound", "message": "Artifact: VMImage was not found."}})
+            base = path.rstrip("/")
+            return self._response(request, 200, [
+                {"location": loc, "name": v, "id": f"{base}/{v}"} for v in versions])
+        if m == "POST" and key.endswith("/retrievebootdiagnosticsdata"):
+            return self._boot_diagnostics(request, key.rsplit("/", 1)[0])
         if "/providers/microsoft.authorization/roleassignments" in key:
             return self._role_assignment(request, m, path, key, q, body)
         if key.endswith("/instanceview"):
@@ -177,6 +263,49 @@ class FakeArm(BaseAdapter):
                                   {"Location": self._op({"delete": key}), "Retry-After": "0"})
         return self._response(request, 400, {"error": {"code": "BadRequest",
                                                        "message": f"no route {m} {path}"}})
+
+    def _secret(self, request: Any, vault_key: str, name: str) -> requests.Response:
+        attrs = self.secrets.get(vault_key, {}).get(name)
+        if vault_key not in self.vaults or attrs is None:
+            return self._not_found(request, f"{vault_key}/secrets/{name}")
+        vault = self.vaults[vault_key]
+        return self._response(request, 200, {
+            "id": f"{vault['id']}/secrets/{name}", "name": name,
+            "type": "Microsoft.KeyVault/vaults/secrets", "location": vault["location"],
+            "properties": {"attributes": attrs,
+                           "secretUri": f"https://{vault['name']}.vault.azure.net/secrets/{name}",
+                           "secretUriWithVersion": f"https://{vault['name']}.vault.azure.net/"
+                                                   f"secrets/{name}/0123456789abcdef"}})
+
+    def _boot_diagnostics(self, request: Any, vm_key: str) -> requests.Response:
+        vm = self.resources.get(vm_key)
+        if vm is None:
+            return self._not_found(request, vm_key)
+        diag = ((vm.get("properties") or {}).get("diagnosticsProfile") or {}).get(
+            "bootDiagnostics") or {}
+        if not diag.get("enabled"):  # the error code ARM gives here is not documented
+            return self._response(request, 409, {"error": {
+                "code": "Conflict", "message": "boot diagnostics are not enabled on this VM"}})
+        blob = f"https://{BLOB_HOST}/bootdiagnostics-fake/{vm['name']}"
+        sas = "?sv=2022-11-02&sr=b&sp=r&se=2099-01-01T00%3A00%3A00Z&sig=fake"
+        return self._response(request, 200, {
+            "consoleScreenshotBlobUri": f"{blob}.screenshot.bmp{sas}",
+            "serialConsoleLogBlobUri": f"{blob}.serialconsole.log{sas}"})
+
+    def _blob(self, request: Any, path: str) -> requests.Response:
+        """A boot-diagnostics blob (GET only), answered as Blob storage would: bytes."""
+        self.blob_requests.append((request.url, dict(request.headers)))
+        m = re.fullmatch(r"/bootdiagnostics-fake/(.+)\.serialconsole\.log", path)
+        if request.method != "GET" or m is None or m.group(1) not in self.consoles:
+            return self._response(request, 404, {"error": {"code": "BlobNotFound",
+                                                           "message": path}})
+        r = self._response(request, 200)
+        data = self.consoles[m.group(1)].encode()
+        r._content = data
+        r.raw = io.BytesIO(data)
+        r.headers["Content-Type"] = "text/plain"
+        r.headers["Content-Length"] = str(len(data))
+        return r
 
     def _not_found(self, request: Any, key: str) -> requests.Response:
         code = "ResourceGroupNotFound" if key.count("/") <= 4 else "ResourceNotFound"
@@ -236,9 +365,14 @@ class FakeArm(BaseAdapter):
                 return error(404, "RoleAssignmentNotFound", f"{name} not found")
             return self._response(request, 200, self.role_assignments[key])
         props = (body or {}).get("properties") or {}
-        if not any(scope.lower() == v or scope.lower().startswith(v + "/")
-                   for v in self.vaults):
+        vault_key = next((v for v in self.vaults
+                          if scope.lower() == v or scope.lower().startswith(v + "/")), None)
+        if vault_key is None:
             return error(404, "ResourceNotFound", f"scope {scope} was not found")
+        if not self.may_assign_roles(vault_key):
+            return error(403, "AuthorizationFailed", "The client does not have authorization "
+                         "to perform action 'Microsoft.Authorization/roleAssignments/write' "
+                         f"over scope '{scope}'")
         if not re.search(r"/providers/microsoft\.authorization/roledefinitions/[0-9a-f-]{36}$",
                          str(props.get("roleDefinitionId", "")).lower()):
             return error(400, "InvalidRoleDefinitionId", "the role definition id is malformed")

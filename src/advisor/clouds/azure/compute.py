@@ -7,7 +7,8 @@ ports) and ``--ssh-cidr`` (22) — everything else inbound stays denied by Azure
 a virtual network whose subnet carries that NSG, a static Standard public IP (outbound access
 for pip and the model download), a NIC, and the VM: the GPU size, Microsoft's Ubuntu HPC image
 (NVIDIA driver preinstalled, from Azure/azhpc-images), a Premium SSD OS disk sized for the
-weights, the rendered cloud-config as base64 ``customData``, a system-assigned identity for
+weights, the rendered cloud-config as base64 ``customData``, boot diagnostics on managed storage
+(the serial log ``console_output`` reads), a system-assigned identity for
 reading the API key from Key Vault, tags on everything, and Spot with eviction = Delete as an
 option. The NIC, public IP and OS disk are deleted with the VM (``deleteOption: Delete``).
 
@@ -53,6 +54,7 @@ from advisor.clouds.base import (
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
+    PreflightCheck,
     QuotaStatus,
 )
 from advisor.errors import UserInputError
@@ -89,6 +91,12 @@ NETWORK_ORDER = (("microsoft.network/networkinterfaces", "network", "network_int
                   "network_security_groups"))
 POWER = {"running": "running", "starting": "starting", "stopped": "stopped",
          "stopping": "stopping", "deallocated": "stopped", "deallocating": "stopping"}
+#: boot diagnostics' SAS URI only has to outlive one GET (Retrieve Boot Diagnostics Data: 1 to
+#: 1440 minutes)
+CONSOLE_SAS_MINUTES = 5
+#: the newest part of the serial log is what counts (advisor.bootstatus: the newest line of each
+#: kind wins; the clouds keep the last 64 KiB or so)
+CONSOLE_MAX_CHARS = 256 * 1024
 
 
 def _sdk() -> tuple[Any, Any, Any]:
@@ -152,6 +160,43 @@ def _image_ref(image: str | None) -> dict[str, str]:
         raise UserInputError(f"--image {image!r} is not an Azure image",
                              hint="give PUBLISHER:OFFER:SKU:VERSION or an image resource id")
     return dict(zip(("publisher", "offer", "sku", "version"), parts, strict=True))
+
+
+def console_groups(resource_group: str | None, vm: str) -> list[str]:
+    """The resource groups VM ``vm`` may be in: a given ``--resource-group``, else advisor's
+    group of the deployment named like the VM, then (for a worker ``NAME-wN``) NAME's."""
+    import re
+
+    if resource_group:
+        return [resource_group]
+    out = [names(vm)["rg"]]
+    if m := re.fullmatch(r"(.+)-w\d+", vm):
+        out.append(names(m.group(1))["rg"])
+    return out
+
+
+def fetch_blob(transport: Any, uri: str) -> str | None:
+    """GET one SAS URI, as the boot diagnostics API returned it, without credentials (a SAS
+    URI is its own authorization; an ARM token is never sent to a storage host) and without
+    following a redirect; only an ``https`` URI is fetched. Its last :data:`CONSOLE_MAX_CHARS`
+    characters, or None."""
+    from urllib.parse import urlparse
+
+    u = urlparse(uri)
+    if u.scheme != "https" or not u.hostname:
+        return None
+    from azure.core import PipelineClient
+    from azure.core.pipeline.policies import RetryPolicy
+    from azure.core.rest import HttpRequest
+
+    # policies given: the default list's authentication and redirect policies are left out
+    client: PipelineClient[Any, Any] = PipelineClient(
+        base_url=f"https://{u.netloc}", transport=transport,
+        policies=[RetryPolicy(retry_total=1, retry_backoff_factor=0)])
+    resp = client.send_request(HttpRequest("GET", uri))
+    if resp.status_code != 200:
+        return None
+    return resp.content.decode("utf-8", errors="replace")[-CONSOLE_MAX_CHARS:]
 
 
 class AzureProvider:
@@ -460,6 +505,11 @@ class AzureProvider:
                 "networkProfile": {"networkInterfaces": [
                     {"id": ids["nic"], "properties": {"primary": True,
                                                       "deleteOption": "Delete"}}]},
+                # the serial log that ``console_output`` reads (advisor-boot: lines); no
+                # storageUri: "managed storage will be used" (BootDiagnostics, Virtual Machines
+                # - Create Or Update: https://learn.microsoft.com/en-us/rest/api/compute/
+                # virtual-machines/create-or-update#bootdiagnostics)
+                "diagnosticsProfile": {"bootDiagnostics": {"enabled": True}},
             }}
         if zone:
             vm["zones"] = [zone]
@@ -545,6 +595,47 @@ class AzureProvider:
         from advisor.clouds.azure.quota import check_quota
 
         return check_quota(self, spec)
+
+    def preflight(self, spec: LaunchSpec) -> list[PreflightCheck]:
+        """Credentials, each Key Vault secret and the VM identity's access to it, quota, the
+        image in the region, egress: asked before anything is made (see preflight.py)."""
+        from advisor.clouds.azure.quota import preflight
+
+        return preflight(self, spec)
+
+    def preflight_plan(self, spec: LaunchSpec) -> list[PreflightCheck]:
+        """The same checks, listed without a call (``provision --dry-run``)."""
+        from advisor.clouds.azure.quota import preflight_plan
+
+        return preflight_plan(self, spec)
+
+    def console_output(self, instance: InstanceRow) -> str | None:
+        """The VM's serial log from boot diagnostics, where ``advisor.bootstatus`` finds the
+        ``advisor-boot:`` lines; None when there is none or it cannot be read (``status``
+        never fails because of it).
+
+        advisor's VMs have boot diagnostics on managed storage (``bodies``). Reading the log
+        takes two steps: POST ``…/virtualMachines/{vm}/retrieveBootDiagnosticsData?
+        sasUriExpirationTimeInMinutes=N`` (Virtual Machines - Retrieve Boot Diagnostics Data:
+        https://learn.microsoft.com/en-us/rest/api/compute/virtual-machines/retrieve-boot-diagnostics-data)
+        answers ``{"consoleScreenshotBlobUri": …, "serialConsoleLogBlobUri": …}``, read-only SAS
+        URIs of the managed storage blobs (N: 1 to 1440 minutes, 120 when not given); then a
+        GET of the serial log's SAS URI gives plain text (:func:`fetch_blob`)."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            vms = self._client("compute").virtual_machines
+            for rg in console_groups(self._rg, instance.id):
+                try:
+                    res = vms.retrieve_boot_diagnostics_data(
+                        rg, instance.id, sas_uri_expiration_time_in_minutes=CONSOLE_SAS_MINUTES)
+                except ResourceNotFoundError:
+                    continue  # not in this group (or gone)
+                uri = getattr(res, "serial_console_log_blob_uri", None)
+                return fetch_blob(self._transport, str(uri)) if uri else None
+        except Exception:  # never a failed status because of the console
+            return None
+        return None
 
     def find(self, deployment: str, region: str) -> list[InstanceRow]:
         from azure.core.exceptions import ResourceNotFoundError
