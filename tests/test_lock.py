@@ -215,3 +215,53 @@ def test_a_cuda_without_a_known_minimum_driver_is_refused(monkeypatch):
                         lambda: {**table, "cuda_min_driver": {"13.0": {"driver": "580.65.06"}}})
     with pytest.raises(UserInputError, match="CUDA 12.8, whose minimum NVIDIA driver"):
         envlock.check_pairing("aws", None, "0.11.0")
+
+
+# --- the generator's conversion (offline: a hand-made pylock) -------------------------------
+
+
+def _generator():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lock_vllm", ROOT / "tools" / "lock_vllm.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _wheel(name: str, digest: str) -> dict:
+    return {"url": f"https://files.example/{name}", "hashes": {"sha256": digest * 64}}
+
+
+def test_generator_keeps_the_wheel_pip_would_install_and_settles_markers():
+    gen = _generator()
+    pylock = {"packages": [
+        {"name": "yarl", "version": "1.0", "wheels": [
+            _wheel("yarl-1.0-py3-none-any.whl", "a"),
+            _wheel("yarl-1.0-cp310-cp310-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", "b")]},
+        {"name": "soundfile", "version": "0.14.0", "wheels": [
+            _wheel("soundfile-0.14.0-py2.py3-none-any.whl", "c"),
+            _wheel("soundfile-0.14.0-py2.py3-none-manylinux_2_28_x86_64.whl", "d")]},
+        {"name": "async-timeout", "version": "5.0.1", "marker": "python_full_version < '3.11'",
+         "wheels": [_wheel("async_timeout-5.0.1-py3-none-any.whl", "e")]},
+        {"name": "nvidia-nccl-cu12", "version": "2.27.3",
+         "marker": "platform_machine == 'x86_64' and sys_platform == 'linux'",
+         "wheels": [_wheel("nvidia_nccl_cu12-2.27.3-py3-none-manylinux2014_x86_64.whl", "f")]},
+        {"name": "odd", "version": "1", "marker": "platform_release >= '6'",
+         "sdist": {"url": "https://files.example/odd-1.tar.gz", "hashes": {"sha256": "0" * 64}}},
+    ]}
+    assert gen.requirement_lines(pylock, "3.10") == [
+        f"async-timeout==5.0.1 --hash=sha256:{'e' * 64}",
+        f"nvidia-nccl-cu12==2.27.3 --hash=sha256:{'f' * 64}",
+        f"odd==1 ; platform_release >= '6' --hash=sha256:{'0' * 64}",
+        f"soundfile==0.14.0 --hash=sha256:{'d' * 64}",
+        f"yarl==1.0 --hash=sha256:{'b' * 64}"]
+    # on 3.11 the 3.10-only backport goes; a wheel that cannot install there is a resolution
+    # error (uv lists only installable ones), not something to lock
+    assert gen.requirement_lines({"packages": pylock["packages"][1:4]}, "3.11") == [
+        f"nvidia-nccl-cu12==2.27.3 --hash=sha256:{'f' * 64}",
+        f"soundfile==0.14.0 --hash=sha256:{'d' * 64}"]
+    with pytest.raises(SystemExit, match="no tag installs on the target"):
+        gen.requirement_lines({"packages": [{**pylock["packages"][0], "wheels": [
+            pylock["packages"][0]["wheels"][1]]}]}, "3.11")

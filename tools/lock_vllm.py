@@ -118,9 +118,30 @@ def best_wheel(wheels: list[dict], priority: dict[Tag, int]) -> dict:
     return min(wheels, key=rank)
 
 
+def _variables(marker: Marker) -> set[str]:
+    """The environment variables a marker reads (walks packaging's parsed form)."""
+    found: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, (list, tuple)):
+            for item in node:
+                walk(item)
+        elif type(node).__name__ == "Variable":
+            found.add(str(node.value))  # type: ignore[attr-defined]
+    walk(marker._markers)
+    return found
+
+
 def marker_verdict(marker: str, python: str) -> bool | None:
     """True/False when ``marker`` holds/fails on every CPython ``python``.x on linux x86_64;
     None when it depends on more (then the line keeps it for pip to evaluate)."""
+    known = {"implementation_name", "platform_python_implementation", "platform_machine",
+             "sys_platform", "os_name", "platform_system", "python_version",
+             "python_full_version", "implementation_version"}
+    # packaging fills a variable the environment lacks from the machine running this script:
+    # a marker on any other variable is left for pip to evaluate on the instance
+    if _variables(Marker(marker)) - known:
+        return None
     verdicts = set()
     for patch in ("0", "99"):
         env = {"implementation_name": "cpython", "platform_python_implementation": "CPython",
