@@ -29,7 +29,7 @@ pytest.importorskip("azure.mgmt.network")
 
 from advisor.clouds.azure.compute import AzureProvider  # noqa: E402
 from advisor.clouds.azure.options import CREDENTIALS_HINT  # noqa: E402
-from advisor.clouds.azure.quota import action_allowed  # noqa: E402
+from advisor.clouds.azure.preflight import action_allowed  # noqa: E402
 from advisor.clouds.base import LaunchSpec, Preflight  # noqa: E402
 from tests.providers.fake_azure import FakeArm, FakeCredential, transport  # noqa: E402
 from tests.providers.test_azure import FAMILY, KEY_REF, SIZE, SUB, sku, with_vaults  # noqa: E402

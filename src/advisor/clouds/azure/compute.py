@@ -599,13 +599,13 @@ class AzureProvider:
     def preflight(self, spec: LaunchSpec) -> list[PreflightCheck]:
         """Credentials, each Key Vault secret and the VM identity's access to it, quota, the
         image in the region, egress: asked before anything is made (see preflight.py)."""
-        from advisor.clouds.azure.quota import preflight
+        from advisor.clouds.azure.preflight import preflight
 
         return preflight(self, spec)
 
     def preflight_plan(self, spec: LaunchSpec) -> list[PreflightCheck]:
         """The same checks, listed without a call (``provision --dry-run``)."""
-        from advisor.clouds.azure.quota import preflight_plan
+        from advisor.clouds.azure.preflight import preflight_plan
 
         return preflight_plan(self, spec)
 
