@@ -171,6 +171,21 @@ def test_subscription_state(arm, state, ok):
     assert (creds.fix is not None) == (not ok)
 
 
+def test_no_sdk(arm, monkeypatch):
+    from advisor.clouds.azure import compute
+
+    def missing() -> Any:
+        from advisor.errors import UserInputError
+
+        raise UserInputError("the azure SDK is not installed (azure.mgmt.compute)",
+                             hint="pip install 'advisor[azure]'")
+
+    monkeypatch.setattr(compute, "_sdk", missing)
+    [creds, *rest] = azure(arm).preflight(spec())
+    assert creds.ok is False and creds.fix == "pip install 'advisor[azure]'"
+    assert all(c.ok is None for c in rest) and arm.calls == 0
+
+
 def test_no_subscription_given(arm, monkeypatch):
     monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
     [creds, *rest] = azure(arm, subscription_id=None).preflight(spec())

@@ -140,6 +140,8 @@ def check_credentials(p: AzureProvider) -> PreflightCheck:
                               "(az account list --output table lists yours)")
     try:
         resp = p._arm("GET", f"/subscriptions/{sub}", SUBSCRIPTION_API)
+    except UserInputError as exc:  # the azure SDK is not installed
+        return PreflightCheck(name="credentials", ok=False, detail=str(exc), fix=exc.hint)
     except CloudError as exc:
         if exc.scope == "provider":  # no token: expired login, no service principal
             return PreflightCheck(name="credentials", ok=False,
