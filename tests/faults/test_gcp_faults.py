@@ -1,8 +1,8 @@
 """Crash GCP provisioning at every call it makes to the local Compute Engine / IAM / Secret
 Manager fake, then heal: ``status --reconcile`` + ``down`` must leave nothing of the deployment
 in the fake — no instance with its label, no firewall rule of its name, no service account, no
-binding of that account on a secret — and, with the state file gone, ``down --all-regions
---provider gcp`` must find it all by label, name and description.
+binding of that account on a secret, no NAT router of its name — and, with the state file gone,
+``down --all-regions --provider gcp`` must find it all by label, name and description.
 
 Three ways to die at call N:
 
@@ -11,7 +11,11 @@ Three ways to die at call N:
 * ``fail-at`` — the fake answers call N alone with a 500: the attempt cleans up after itself
   (only what its attempt id names) and the run stops or goes on;
 * ``kill`` — call N and every call after it raise :class:`Killed` in the client (a
-  ``BaseException``, like the process dying): nothing after it reaches the fake."""
+  ``BaseException``, like the process dying): nothing after it reaches the fake.
+
+Each sweep runs twice: with ingress (an external IP: no NAT call) and without (issue 27: the
+routers look-up and the insert of the deployment's Cloud NAT router are cut too). A NAT the
+deployment found (someone else's) is never removed."""
 
 from __future__ import annotations
 
@@ -79,11 +83,13 @@ def gcp(fake: FakeCompute) -> GcpProvider:
                        iam_url=url, secretmanager_url=url, sleep=lambda _s: None)
 
 
-def run(fake: FakeCompute, store: Store) -> Any:
+def run(fake: FakeCompute, store: Store, ingress: bool = True) -> Any:
+    """A full provision; ``ingress`` False: no external IP, so a Cloud NAT is made."""
+    opened: dict[str, Any] = ({"allow_cidrs": ["203.0.113.0/24"],
+                               "ssh_cidrs": ["198.51.100.7/32"]} if ingress else {})
     return provision("llama-3-8b", 8192, hf_token_ref=TOKEN, instance=TYPE,
                      question=Question(batch=True), name=NAME, regions=["us-central1"],
-                     allow_cidrs=["203.0.113.0/24"], ssh_cidrs=["198.51.100.7/32"],
-                     providers={"gcp": gcp(fake)}, store=store)
+                     providers={"gcp": gcp(fake)}, store=store, **opened)
 
 
 def left(fake: FakeCompute, name: str = NAME) -> list[str]:
@@ -95,6 +101,7 @@ def left(fake: FakeCompute, name: str = NAME) -> list[str]:
     out += [f"service-account:{e}" for e in fake.service_accounts if e.startswith(email)]
     out += [f"binding:{s}:{m}" for s, p in fake.secrets.items() for b in p.get("bindings", [])
             for m in b.get("members", []) if email in m]
+    out += [f"nat:{r}/{n}" for r, n in fake.routers if n == f"advisor-{name}-nat"]
     return sorted(out)
 
 
@@ -102,16 +109,17 @@ def clear(fake: FakeCompute) -> None:
     fake.instances.clear()
     fake.firewalls.clear()
     fake.service_accounts.clear()
+    fake.routers.clear()
     fake.seen_request_ids.clear()
     for secret in fake.secrets:
         fake.secrets[secret] = {"version": 1, "etag": "BwA", "bindings": [dict(OWNER)]}
     fake.fault = None
 
 
-def full_provision_calls(fake: FakeCompute, tmp_path: Any) -> list[str]:
+def full_provision_calls(fake: FakeCompute, tmp_path: Any, ingress: bool = True) -> list[str]:
     before = len(fake.requests)
     start = fake.calls
-    res = run(fake, Store(tmp_path / "count.db"))
+    res = run(fake, Store(tmp_path / f"count-{ingress}.db"), ingress)
     assert res.status == "launched"
     calls = [f"{m} {p.split('?')[0]}" for m, p, _b in fake.requests[before:]]
     assert len(calls) == fake.calls - start
@@ -139,9 +147,45 @@ def test_a_full_provision_makes_the_calls_the_suite_cuts(fake, tmp_path):
          f"binding:advisor-vllm-api-key:{sa['email']}"])
 
 
+def test_without_ingress_the_nat_calls_are_in_the_sweep(fake, tmp_path):
+    """No external IP: the routers look-up comes before anything is made, the router insert
+    after the firewall step; down removes the router advisor made."""
+    calls = full_provision_calls(fake, tmp_path, ingress=False)
+    nat = [i for i, c in enumerate(calls) if "/routers" in c]
+    # the look-up (the preflight's, then ensure_network's), then the one insert
+    assert [calls[i].split()[0] for i in nat][-2:] == ["GET", "POST"]
+    assert {calls[i].split()[0] for i in nat[:-1]} == {"GET"}
+    made = next(i for i, c in enumerate(calls) if c.startswith("POST") and
+                not c.endswith(":testIamPermissions"))
+    assert nat[0] < made and nat[-1] < len(calls) - 2
+    st = Store(tmp_path / "s.db")
+    run(fake, st, ingress=False)
+    assert "nat:us-central1/advisor-fault-gcp-nat" in left(fake)
+    assert "nat:us-central1/advisor-fault-gcp-nat" in gcp(fake).leftovers(NAME, "us-central1")
+    res = down(NAME, store=st, providers={"gcp": gcp(fake)})
+    assert "nat:us-central1/advisor-fault-gcp-nat" in res.removed and left(fake) == []
+
+
+def test_down_never_removes_a_nat_it_found(fake, tmp_path):
+    theirs = {"name": "corp-nat", "description": "the platform team's",
+              "network": "https://www.googleapis.com/compute/v1/projects/proj/global/networks/"
+              "default", "nats": [{"name": "corp", "natIpAllocateOption": "AUTO_ONLY",
+                                   "sourceSubnetworkIpRangesToNat":
+                                   "ALL_SUBNETWORKS_ALL_IP_RANGES"}]}
+    fake.routers[("us-central1", "corp-nat")] = theirs
+    st = Store(tmp_path / "s.db")
+    assert run(fake, st, ingress=False).status == "launched"
+    assert not any(m == "POST" and "/routers" in p for m, p, _b in fake.requests)
+    down(NAME, store=st, providers={"gcp": gcp(fake)})
+    fresh = Store(tmp_path / "fresh.db")
+    down(NAME, store=fresh, providers={"gcp": gcp(fake)}, provider="gcp", all_regions=True)
+    assert left(fake) == [] and fake.routers == {("us-central1", "corp-nat"): theirs}
+
+
+@pytest.mark.parametrize("ingress", [True, False], ids=["external-ip", "cloud-nat"])
 @pytest.mark.parametrize("mode", ["fail-from", "fail-at", "kill"])
-def test_every_crash_point_heals_to_nothing(fake, killer, tmp_path, mode):
-    calls = full_provision_calls(fake, tmp_path)
+def test_every_crash_point_heals_to_nothing(fake, killer, tmp_path, mode, ingress):
+    calls = full_provision_calls(fake, tmp_path, ingress)
     total = len(calls)
     report: list[tuple[int, str, str, int]] = []
     for n in range(1, total + 1):
@@ -156,7 +200,7 @@ def test_every_crash_point_heals_to_nothing(fake, killer, tmp_path, mode):
             killer["n"], killer["at"] = 0, n
         outcome = "launched"
         try:
-            run(fake, st)
+            run(fake, st, ingress)
         except (Killed, Exception) as exc:
             outcome = type(exc).__name__
         fake.fault, killer["at"] = None, None
@@ -172,7 +216,8 @@ def test_every_crash_point_heals_to_nothing(fake, killer, tmp_path, mode):
             assert left(fake) == [], (n, calls[n - 1])
             report.append((n, calls[n - 1], outcome, 0))
             continue
-        if any(c.startswith("POST") for c in calls[:n]):
+        if any(c.startswith("POST") and not c.endswith(":testIamPermissions")
+               for c in calls[:n]):  # a change (testIamPermissions, the preflight's, reads)
             # the intent named the region before anything was made there
             assert any(e.kind == "intent-region" and e.data.get("region") == "us-central1"
                        for e in st.events(NAME)), (n, calls[n - 1])
@@ -186,16 +231,17 @@ def test_every_crash_point_heals_to_nothing(fake, killer, tmp_path, mode):
           f"{sum(r[3] for r in report)} resources left after down: {report}")
 
 
-@pytest.mark.parametrize("n", [4, 6, 8, 10, 12])
-def test_state_lost_down_all_regions_finds_it_by_label(fake, killer, tmp_path, n):
-    """Killed at call n, then the state file is gone: ``down NAME --all-regions --provider
-    gcp`` searches every region the catalog sells GCP GPU types in and removes what carries
-    the deployment's label, name or description."""
-    total = len(full_provision_calls(fake, tmp_path))
+@pytest.mark.parametrize(("n", "ingress"), [(4, True), (6, True), (8, True), (10, True),
+                                             (12, True), (10, False), (12, False), (99, False)])
+def test_state_lost_down_all_regions_finds_it_by_label(fake, killer, tmp_path, n, ingress):
+    """Killed at call n (99: the last call), then the state file is gone: ``down NAME
+    --all-regions --provider gcp`` searches every region the catalog sells GCP GPU types in
+    and removes what carries the deployment's label, name or description."""
+    total = len(full_provision_calls(fake, tmp_path, ingress))
     st = Store(tmp_path / "s.db")
     killer["n"], killer["at"] = 0, min(n, total)
     with pytest.raises(Killed):
-        run(fake, st)
+        run(fake, st, ingress)
     killer["at"] = None
     made = left(fake)
     st.close()
@@ -213,6 +259,8 @@ def test_state_lost_down_all_regions_finds_it_by_label(fake, killer, tmp_path, n
             assert what.split("/")[1] in removed
         elif kind in ("firewall", "service-account"):
             assert what in removed
+        elif kind == "nat":
+            assert thing in res.removed
 
 
 def test_a_failed_attempt_removes_only_its_own(fake, killer, tmp_path):

@@ -391,13 +391,21 @@ def test_a_stale_etag_is_read_again_and_a_new_account_waited_for(fake, tmp_path)
 
 def test_a_missing_secret_stops_before_any_instance(fake, tmp_path):
     del fake.secrets["advisor-hf-token"]
-    with pytest.raises(UserInputError, match="'advisor-hf-token' does not exist"):
+    # the preflight (or, without one, the grant at launch) says so, with the command to fix it
+    with pytest.raises(UserInputError, match="advisor-hf-token'? does not exist") as err:
         provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                   instance="gcp:g2-standard-8", question=L4,
                       name="nosecret", providers={"gcp": gcp(fake)},
                   store=Store(tmp_path / "s.db"))
+    assert "gcloud secrets create advisor-hf-token" in (err.value.hint or "")
     assert inserts(fake) == [] and fake.service_accounts == {}  # cleaned up again
     assert members_by_secret(fake, SA.format("nosecret")) == {}
+    # ensure_network alone (no preflight) refuses at the grant, and the attempt cleans up
+    spec = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", question=L4,
+                     name="nosecret", hf_token_ref="gcp-secret:advisor-hf-token", dry_run=True,
+                     providers={"gcp": Spec()}).requests[0]["spec"]
+    with pytest.raises(UserInputError, match="'advisor-hf-token' does not exist"):
+        gcp(fake).ensure_network(spec)
 
 
 def test_a_long_name_gets_a_valid_account_id_and_a_foreign_account_is_refused(fake, tmp_path):

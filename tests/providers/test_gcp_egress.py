@@ -178,12 +178,14 @@ def test_existing_only_refuses_before_anything_is_made_with_the_fix(fake, tmp_pa
         "--project proj --router nat-default-us-central1 --region us-central1 "
         "--auto-allocate-nat-external-ips --nat-all-subnet-ip-ranges")
     assert calls(fake) == [f"GET regions/{REGION}/routers"]
-    # through provision: the region is skipped with that code, nothing is left
+    # through provision: the preflight's egress check refuses the region, with the same fix,
+    # and nothing is made
     store = Store(tmp_path / "s.db")
-    with pytest.raises(Exception):  # noqa: B017 (every attempt failed)
+    with pytest.raises(UserInputError) as refused:
         launch(fake, store, provider_options={"gcp": {"nat": "existing-only"}})
+    assert err.value.hint in (refused.value.hint or "")
     [attempt] = [e.data for e in store.events("eg") if e.kind == "attempt"]
-    assert (attempt["outcome"], attempt["code"]) == ("error", "NoCloudNAT")
+    assert (attempt["outcome"], attempt["code"]) == ("refused", "preflight:egress")
     assert fake.routers == {} and fake.service_accounts == {} and fake.instances == {}
     # ... and a NAT that is there is enough
     fake.routers[(REGION, "corp")] = router("corp")

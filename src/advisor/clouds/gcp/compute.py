@@ -563,10 +563,10 @@ class GcpProvider:
         None when there is nothing yet, no such instance, or no permission to read it."""
         if not instance.zone:
             return None
+        req = _compute().GetSerialPortOutputInstanceRequest(
+            project=self.project, zone=instance.zone, instance=instance.id, port=1)
         try:
-            out = self._do(self._client("InstancesClient").get_serial_port_output,
-                           project=self.project, zone=instance.zone, instance=instance.id,
-                           port=1)
+            out = self._do(self._client("InstancesClient").get_serial_port_output, request=req)
         except CloudError as err:
             if _not_found(err) or err.scope == "provider":
                 return None

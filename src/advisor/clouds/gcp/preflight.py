@@ -211,10 +211,12 @@ def egress(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
         e = p._egress(spec)
     except CloudError as exc:
         if exc.scope == "provider":
+            # permissions are the account's, not the region's: every GCP candidate fails alike
             return PreflightCheck(name="egress", ok=False, detail=f"routers in {spec.region} "
                                   f"not readable: {exc.detail[:160]}",
                                   fix="the credentials need compute.routers.list and "
-                                  "compute.routers.create (roles/compute.networkAdmin)")
+                                  "compute.routers.create (roles/compute.networkAdmin)",
+                                  scope="provider")
         return PreflightCheck(name="egress", ok=None, detail=f"routers in {spec.region} not "
                               f"readable: {exc.detail[:160]}")
     if e.kind == "found" and e.nat is not None:
