@@ -137,6 +137,20 @@ def test_a_found_nat_is_used_and_never_removed(fake, tmp_path):
     assert list(fake.routers) == [(REGION, "corp")]
 
 
+def test_another_deployments_nat_is_used_and_goes_with_it(fake):
+    """Pinned limit: deployment b finds the NAT advisor made for a (a second NAT for all
+    subnets may not sit beside it); b is told that 'advisor down a' takes it away."""
+    gcp(fake).ensure_network(spec(name="a"))
+    p = gcp(fake)
+    rows = p.ensure_network(spec(name="b"))
+    assert "nat-router" not in [r.kind for r in rows] and list(fake.routers) == [
+        (REGION, "advisor-a-nat")]
+    assert any("made it for deployment a, and 'advisor down a' removes it" in n
+               for n in p.notes)
+    assert p.remove_network("b", REGION) and list(fake.routers) == [(REGION, "advisor-a-nat")]
+    assert p.remove_network("a", REGION)[0] == "nat:us-central1/advisor-a-nat"
+
+
 def test_a_nat_of_another_network_or_region_does_not_count(fake):
     fake.routers[(REGION, "other-net")] = router(
         "other-net", network=BASE + "projects/proj/global/networks/other")

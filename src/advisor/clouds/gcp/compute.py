@@ -515,6 +515,12 @@ class GcpProvider:
         head = (f"GCP: {spec.deployment} has no external IP (no --allow-cidr/--ssh-cidr): it "
                 "reaches apt, pip, the Hugging Face Hub and Secret Manager through Cloud NAT")
         nat = egress.nat
+        other = described_owner(nat.description)[0] if nat is not None else None
+        if nat is not None and other is not None and other != spec.deployment:
+            # known limit: the NAT is the other deployment's, and goes with it
+            return (f"{head} {nat.router}, found on network {net!r} in {spec.region}: advisor "
+                    f"made it for deployment {other}, and 'advisor down {other}' removes it "
+                    f"(then {spec.deployment} has no egress; its install is done by then)")
         if nat is not None and not self._ours(nat.description, spec.deployment):
             return (f"{head} {nat.router}/{nat.name}, found on network {net!r} in "
                     f"{spec.region} (not advisor's: never removed by advisor)")

@@ -25,6 +25,10 @@ a ``Router`` has ``name``, ``description``, ``network`` (a URL), ``region`` and 
 LIST_OF_SECONDARY_IP_RANGES]}``. Routers carry no labels: like the firewall rules, advisor's
 router says its maker at the start of its ``description`` (:func:`owner_text`).
 
+Known limit: a NAT advisor made for deployment A is what deployment B (same network and
+region, later) finds, since a second NAT for all subnets may not sit beside it; it belongs to A
+and goes with ``advisor down A`` (B is told so when it finds it).
+
 Pure: no I/O; compute.py makes the calls.
 """
 
