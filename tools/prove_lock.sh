@@ -98,5 +98,6 @@ main() {
   overlay "$dest"
 }
 
-# the whole file is read before anything runs (a function body), so editing it mid-run is safe
-main "$@"
+# the whole file is read before anything runs (function bodies, then this one line that exits),
+# so editing it mid-run is safe
+main "$@"; exit
