@@ -27,8 +27,7 @@ from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 from advisor.clouds import registry  # noqa: E402
 from advisor.clouds.base import CloudError, LaunchSpec  # noqa: E402
-from advisor.clouds.gcp.compute import GcpProvider  # noqa: E402
-from advisor.clouds.gcp.nat import fix_command  # noqa: E402
+from advisor.clouds.gcp.compute import GcpProvider, fix_command  # noqa: E402
 from advisor.errors import UserInputError  # noqa: E402
 from advisor.provisioning import Question, down, provision  # noqa: E402
 from advisor.state import Store  # noqa: E402

@@ -16,7 +16,7 @@ OPTIONS = (
                 pattern=r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?|projects/([a-z0-9.-]{1,63}:)?"
                 r"[a-z][a-z0-9-]{4,28}[a-z0-9]/global/networks/[a-z]([a-z0-9-]{0,61}[a-z0-9])?",
                 commands=("provision", "status", "down")),
-    # issue 27: egress without ingress (advisor.clouds.gcp.nat)
+    # issue 27: egress without ingress (the egress section of advisor.clouds.gcp.compute)
     CloudOption(key="nat", flag="--gcp-nat",
                 help="GCP egress for an instance without an external IP: auto (default) uses "
                 "a Cloud NAT that serves its subnet or makes one that down removes; create "

@@ -19,7 +19,7 @@ read it, a transient error): said, not a refusal. The calls, in order:
 * ``image`` — ``images.getFromFamily`` for a family, ``images.get`` for an image
   (https://cloud.google.com/compute/docs/reference/rest/v1/images/getFromFamily, …/images/get).
 * ``egress`` — an external IP, a Cloud NAT found, one advisor will make, or none
-  (:mod:`advisor.clouds.gcp.nat`).
+  (the egress section of :mod:`advisor.clouds.gcp.compute`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import re
 from typing import TYPE_CHECKING
 
 from advisor.clouds.base import CloudError, LaunchSpec, PreflightCheck
-from advisor.clouds.gcp.nat import nat_mode, router_name
 from advisor.clouds.gcp.options import CREDENTIALS_HINT
 from advisor.errors import UserInputError
 
@@ -201,7 +200,7 @@ def image(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
 
 
 def egress(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
-    from advisor.clouds.gcp.compute import has_ingress, network_path
+    from advisor.clouds.gcp.compute import has_ingress, nat_mode, network_path, router_name
 
     if has_ingress(spec):
         return PreflightCheck(name="egress", ok=True, detail="external IP (--allow-cidr/"
@@ -244,7 +243,14 @@ def preflight(p: GcpProvider, spec: LaunchSpec) -> list[PreflightCheck]:
 
 def plan(p: GcpProvider, spec: LaunchSpec) -> list[PreflightCheck]:
     """The same checks, described: no call is made (``provision --dry-run``)."""
-    from advisor.clouds.gcp.compute import has_ingress, network_path, secret_names, with_network
+    from advisor.clouds.gcp.compute import (
+        has_ingress,
+        nat_mode,
+        network_path,
+        router_name,
+        secret_names,
+        with_network,
+    )
     from advisor.clouds.gcp.quota import QUOTA_METRICS
 
     spec = with_network(spec)
