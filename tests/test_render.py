@@ -134,11 +134,14 @@ def test_user_data_runs_one_install_script_on_the_lock():
     assert lock["permissions"] == "0644"
     from advisor.render.envlock import lock_text
 
-    assert lock["content"] == strip_comments(lock_text("0.11.0", "3.10"))
+    full = lock_text("0.11.0", "3.10")
+    assert lock["content"] == full.split("\n")[0] + "\n" + strip_comments(full)
+    assert lock["content"].startswith("# vllm-0.11.0-cp310.txt: ")
     assert "--hash=sha256:" in lock["content"] and "\nvllm==0.11.0 " in lock["content"]
     assert by_path["/opt/advisor/bin/advisor-install.sh"]["permissions"] == "0755"
-    install = (templates_dir() / "advisor-install.sh").read_text()
-    assert "install --no-cache-dir --require-hashes --no-deps -r" in install
+    install = " ".join((templates_dir() / "advisor-install.sh").read_text()
+                       .replace("\\\n", " ").split())
+    assert "pip\" install --no-cache-dir --require-hashes --no-deps -r \"$lock\"" in install
     # the lock follows the image's Python
     other = render(ND, place(ND, CAT, 4, 1), REQ.model_copy(update={"python": "3.11"}))
     assert yaml.safe_load(other["user-data"])["runcmd"][0][1] == "3.11"

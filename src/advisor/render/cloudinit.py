@@ -260,7 +260,10 @@ def _user_data(req: RenderRequest, plan: Plan, envs: list[str], scripts: dict[st
                service: str, with_ray: bool) -> str:
     from advisor.render.envlock import lock_text
 
-    lock = strip_comments(lock_text(req.vllm_version, req.python, ray=with_ray))
+    full = lock_text(req.vllm_version, req.python, ray=with_ray)
+    # the pins without the lock's header, but for its first line: which lock this is
+    first = full.split("\n", 1)[0]
+    lock = (first + "\n" if first.startswith("# ") else "") + strip_comments(full)
     write_files: list[dict[str, Any]] = [
         {"path": f"{DEFAULT_BIN}/{name}", "permissions": "0755", "content": text}
         for name, text in scripts.items()]
