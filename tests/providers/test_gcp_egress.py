@@ -19,6 +19,8 @@ Pinned decisions (changing one breaks a test here):
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("google.cloud.compute_v1")
@@ -324,7 +326,7 @@ def test_the_fake_routers_answer_as_the_rest_reference_shapes_them(fake):
                       "sourceSubnetworkIpRangesToNat": "ALL_SUBNETWORKS_ALL_IP_RANGES"}]}
     req = compute_v1.InsertRouterRequest(project="proj", region=REGION, request_id="r-1",
                                          router_resource=compute_v1.Router.from_json(
-                                             __import__("json").dumps(body)))
+                                             json.dumps(body)))
     client.insert(request=req).result()
     client.insert(request=req).result()  # the same requestId: nothing made twice
     assert len(fake.routers) == 1
@@ -336,3 +338,16 @@ def test_the_fake_routers_answer_as_the_rest_reference_shapes_them(fake):
     client.delete(project="proj", region=REGION, router="r1").result()
     with pytest.raises(Exception, match="not found"):
         client.get(project="proj", region=REGION, router="r1")
+
+
+def test_the_cli_checks_gcp_nat_and_the_dry_run_shows_it(cli):
+    bad = cli("provision", "-m", "llama-3-8b", "--ctx", "8192", "--instance", "gcp:g2-standard-8",
+              "--batch", "--dry-run", "--gcp-nat", "sometimes")
+    assert bad.exit_code == 2 and "--gcp-nat 'sometimes' is not valid" in bad.stderr
+    ok = cli("provision", "-m", "llama-3-8b", "--ctx", "8192", "--instance", "gcp:g2-standard-8",
+             "--batch", "--dry-run", "--gcp-nat", "existing-only", "--project", "my-proj-1",
+             "--hf-token-ref", TOKEN, "--json")
+    assert ok.exit_code == 0, ok.stderr
+    [req] = json.loads(ok.stdout)["requests"]
+    assert [c["call"] for c in req["calls"] if "routers" in c["call"]] == [
+        "compute.routers.list"]

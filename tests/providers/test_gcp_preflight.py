@@ -160,6 +160,21 @@ def test_a_refused_credentials_check_ends_the_preflight(fake, answer, fix):
     assert not any("/secrets/" in p for _m, p, _b in fake.requests)
 
 
+def test_no_credentials_at_all_is_the_one_check(monkeypatch):
+    import google.auth
+
+    def none(*_a: Any, **_k: Any) -> Any:
+        raise google.auth.exceptions.DefaultCredentialsError("Your default credentials were "
+                                                             "not found.")
+
+    monkeypatch.setattr(google.auth, "default", none)
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    monkeypatch.delenv("CLOUDSDK_CORE_PROJECT", raising=False)
+    [check] = GcpProvider(project=None).preflight(spec())
+    assert (check.name, check.ok) == ("credentials", False)
+    assert "gcloud auth application-default login" in (check.fix or "")
+
+
 def test_what_cannot_be_asked_is_none_not_a_refusal(fake):
     fake.quotas.clear()  # the metric not listed: quota unknown
     fake.fault = on(":testIamPermissions", error(500, "INTERNAL", "backend error", "backendError"))

@@ -1,4 +1,5 @@
-"""GCP (Compute Engine): compute.py launches and removes, quota.py reads regional GPU quota,
+"""GCP (Compute Engine): compute.py launches and removes (egress through Cloud NAT included),
+preflight.py checks before anything is made, quota.py reads regional GPU quota,
 refresh.py reads machine types and Cloud Billing SKUs for the catalog, secrets.py is the
 ``gcp-secret:`` key reference, options.py the settings a user may give. google-cloud-compute is
 imported only by compute.py."""
