@@ -12,8 +12,9 @@ from advisor.clouds.info import CloudInfo
 #: API rejects a longer base64 value ("Member must have length less than or equal to 21847",
 #: kubicorn/kubicorn#667, i.e. ceil(16384/3)*4 = 21848). advisor's user-data, with its
 #: hash-pinned lock, is larger than that as text, so the launch sends it gzip-compressed:
-#: cloud-init inflates gzip user-data itself (cloud-init docs, "User data formats": gzip
-#: compressed content), and the limit counts the compressed bytes.
+#: "content found to be gzip compressed will be uncompressed ... useful because user-data is
+#: limited to 16384 bytes" (https://help.ubuntu.com/community/CloudInit, User Data Input
+#: Formats; cloud-init's "User-data formats" page), and the limit counts the compressed bytes.
 USER_DATA_LIMIT = 16 * 1024
 
 CLOUD = CloudInfo(name="aws", title="AWS (Amazon EC2)", product_word="instance type",

@@ -9,9 +9,9 @@ from advisor.clouds.info import CloudInfo
 
 #: customData, sent as plain text in base64: "The base-64 encoded string is decoded to a binary
 #: array that is saved as a file on the Virtual Machine. The maximum length of the binary array
-#: is 65535 bytes" (Compute REST API, OSProfile.customData:
-#: https://learn.microsoft.com/en-us/rest/api/compute/virtual-machines/create-or-update; the same
-#: text in the SDKs' ``OSProfile.custom_data``). The limit counts the decoded bytes.
+#: is 65535 bytes" (Compute API, OSProfile.customData, as the Azure SDK documents it:
+#: https://learn.microsoft.com/en-us/dotnet/api/azure.resourcemanager.computeschedule.models.virtualmachineosprofile.customdata).
+#: The limit counts the decoded bytes, i.e. the text advisor sends.
 USER_DATA_LIMIT = 65535
 
 CLOUD = CloudInfo(name="azure", title="Microsoft Azure", product_word="VM size",

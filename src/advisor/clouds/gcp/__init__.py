@@ -10,10 +10,11 @@ from advisor.clouds.info import CloudInfo
 
 #: The user-data is one metadata entry (key ``user-data``), sent as plain text: "The only
 #: restriction placed on values is that their size must be less than or equal to 262144 bytes
-#: (256 KiB)" (Compute Engine API, Metadata.items[].value:
-#: https://cloud.google.com/compute/docs/reference/rest/v1/instances; the same text in the
-#: client libraries' ``Items.Value``); all keys and values of an instance together must stay
-#: under 512 KB, which advisor's few other entries leave far away.
+#: (256 KiB)" (Compute Engine v1 API, Metadata ``items[].value``, as its client libraries
+#: document it: https://cloud.google.com/php/docs/reference/cloud-compute/latest/V1.Items);
+#: "The total size of all keys and values must be less than 512 KB" (Metadata.ItemsData,
+#: https://googleapis.dev/dotnet/Google.Apis.Compute.alpha/latest/api/Google.Apis.Compute.alpha.Data.Metadata.ItemsData.html),
+#: which advisor's few other entries leave far away.
 USER_DATA_LIMIT = 262144
 
 CLOUD = CloudInfo(name="gcp", title="Google Cloud (Compute Engine)", product_word="machine type",
