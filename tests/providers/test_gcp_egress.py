@@ -269,6 +269,20 @@ def test_terminate_attempt_removes_only_its_own_nat(fake):
     assert fake.routers == {} and p.leftovers("eg", REGION) == []
 
 
+def test_an_attempt_that_removed_its_nat_makes_it_again(fake):
+    """A multi-node group that moves zones: the attempt's cleanup removes its NAT and prepares
+    again; the second insert is a new request, not the first one's answer."""
+    p = gcp(fake)
+    p.ensure_network(spec(attempt="a1"))
+    p.terminate_attempt("eg", REGION, "a1")
+    assert fake.routers == {}
+    p.ensure_network(spec(attempt="a1"))
+    assert (REGION, "advisor-eg-nat") in fake.routers
+    ids = [path.split("requestId=")[1] for m, path, _b in fake.requests
+           if m == "POST" and path.split("?")[0].endswith("/routers")]
+    assert len(ids) == 2 and len(set(ids)) == 2
+
+
 def test_the_nat_goes_once_its_region_has_no_instance_of_the_deployment(fake):
     p = gcp(fake)
     p.ensure_network(spec())

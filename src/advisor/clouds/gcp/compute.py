@@ -656,8 +656,7 @@ class GcpProvider:
         if mode != "existing-only":
             body = router_body(spec, net, owner_text(spec))
             out.append({"call": "compute.routers.insert", "region": spec.region,
-                        "requestId": request_id("nat", body["name"], spec.region,
-                                                spec.labels.get(TAG_ATTEMPT, "")),
+                        "requestId": "<a new UUID per insert, sent again on its retries>",
                         "body": body,
                         "note": ("made for the deployment ('advisor down' removes it)"
                                  if mode == "create" else "only when the look-up finds none; "
@@ -886,12 +885,15 @@ class GcpProvider:
         return dict(json.loads(compute.Router.to_json(r)))
 
     def _make_nat(self, spec: LaunchSpec) -> ResourceRow:
-        """The deployment's router with one NAT config (routers.insert with a requestId of the
-        attempt: a retried insert makes nothing twice). A router of that name from an earlier
+        """The deployment's router with one NAT config (routers.insert with a requestId: a
+        retried insert makes nothing twice). A router of that name from an earlier
         attempt is reused; one advisor did not make is a refusal."""
         compute = _compute()
         body = router_body(spec, network_path(spec.options.get("network")), owner_text(spec))
-        rid = request_id("nat", body["name"], spec.region, spec.labels.get(TAG_ATTEMPT, ""))
+        # a new id per insert (retries of this request send it again): a router the same
+        # attempt removed (a multi-node group moving zones) is made again, not answered from
+        # the first insert's operation
+        rid = str(uuid.uuid4())
         try:
             req = compute.InsertRouterRequest(
                 project=self.project, region=spec.region, request_id=rid,
