@@ -61,7 +61,10 @@ umask 022
 mkdir -p "$(dirname "$log")"
 step "check python" check_python
 step "create venv" python3 -m venv "$venv"
-step "install vllm" "$venv/bin/pip" install --no-cache-dir --require-hashes --no-deps -r "$lock"
+# pip unpacks each wheel under TMPDIR (torch's is 888 MB): a tmpfs /tmp (systemd-nspawn, hardened
+# images) fills up, seen in the boot harness as "[Errno 28] No space left on device"
+step "install vllm" env TMPDIR=/var/tmp "$venv/bin/pip" install --no-cache-dir --require-hashes \
+  --no-deps -r "$lock"
 step "permissions" chown -R "root:$service_user" "$env_dir"
 step "reload systemd" systemctl daemon-reload
 step "start replicas" start_replicas
