@@ -2,7 +2,7 @@
 
 Adding a cloud: a folder ``advisor/clouds/<name>/`` with the same files as the others
 (``__init__.py`` with ``CLOUD``, ``compute.py``, ``quota.py``, ``refresh.py``, ``secrets.py``,
-``options.py``) and one line in :data:`CLOUDS`. Nothing else in ``src/`` names a cloud: a test
+``options.py``, ``preflight.py``) and one line in :data:`CLOUDS`. Nothing else in ``src/`` names a cloud: a test
 checks it.
 
 Importing this module imports no cloud SDK: :func:`info` loads a cloud's small descriptor,
