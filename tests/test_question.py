@@ -69,19 +69,22 @@ def test_the_saturated_b200_pick_is_only_the_batch_answer(cat):
     batch = advisor.recommend("llama-3-8b", 8192, catalog=cat, batch=True)
     assert default.usd_per_hour < 5
     assert batch[0].basis.question == "batch" and batch[0].basis.targets.tpot_ms is None
-    per_token = [r.score for r in batch]
+    # the deployable offers first, then the others (AMD, issue 27), each part by score
+    per_token = [(not r.deployable, r.score) for r in batch]
     assert per_token == sorted(per_token)
     # the batch order is the saturated $/1M order (weights aside)
     assert batch[0].usd_per_million_output_tokens <= min(
-        r.usd_per_million_output_tokens for r in batch) * 1.0201
+        r.usd_per_million_output_tokens for r in batch if r.deployable) * 1.0201
 
 
 @pytest.mark.parametrize("model", ["llama-3-8b", "llama-3.1-70b"])
 def test_rps_returns_the_fleet_with_its_monthly_bill(cat, model):
     recs = advisor.recommend(model, 8192, catalog=cat, rps=50)
     assert recs and all(r.fleet is not None for r in recs)
-    bills = [r.fleet.usd_per_month for r in recs]
-    assert bills == sorted(bills) or [r.score for r in recs] == sorted(r.score for r in recs)
+    # deployable offers first (issue 27: AMD after them), each part cheapest bill first
+    bills = [(not r.deployable, r.fleet.usd_per_month) for r in recs]
+    scores = [(not r.deployable, r.score) for r in recs]
+    assert bills == sorted(bills) or scores == sorted(scores)
     for r in recs[:5]:
         f = r.fleet
         assert r.basis.question == "fleet-for-rps" and f.load == "rps" and f.demand == 50

@@ -22,7 +22,9 @@ def default():
 def test_default_ranking_is_sorted_and_consistent(default):
     recs, rejected = default
     assert len(recs) + len(rejected) == len(CAT.instances)
-    assert [r.score for r in recs] == sorted(r.score for r in recs)
+    # deployable offers first (issue 27: AMD after them), each part by score
+    assert [(not r.deployable, r.score) for r in recs] == sorted(
+        (not r.deployable, r.score) for r in recs)
     for r in recs:
         assert r.fit.fits and r.fit.max_concurrency >= 1
         assert r.usd_per_million_output_tokens == pytest.approx(

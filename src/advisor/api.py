@@ -271,7 +271,9 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
     TPOT <= 50 ms and TTFT <= 2 s at p50, none with ``batch``; with ``rps`` (requests/s) or
     ``concurrency`` (users in flight), the fleet for that load, cheapest monthly bill first; with
     ``batch`` and no load, $ per million output tokens at saturation. Each recommendation's
-    ``basis`` says which assumptions produced its figures. Instances below vLLM's CPU floor are
+    ``basis`` says which assumptions produced its figures; ``deployable`` whether ``render`` /
+    ``provision`` can bring it up (not an AMD GPU): deployable ones come first, the others after
+    them with ``not_deployable_reason``. Instances below vLLM's CPU floor are
     rejected unless ``allow_small_host``. With ``with_rejected`` returns ``(recommendations,
     rejections)``; ``instances`` (PROVIDER:TYPE) ranks only those. Raises UserInputError when
     nothing can serve the request, naming the closest misses and the constraints that excluded
@@ -474,7 +476,10 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
     Topology) or a live probe of ``sysfs_root`` (default ``/``); ``gpu`` names the GPU model
     where the PCI device ids do not. The layout is the one the ranking gives an identical
     catalog entry; ``install.sh`` replaces the user-data, the API key defaults to
-    ``file:/etc/advisor/api-key``, and ``commands`` holds each replica's command line."""
+    ``file:/etc/advisor/api-key``, and ``commands`` holds each replica's command line.
+
+    An instance or host advisor cannot deploy (an AMD GPU: CUDA vLLM only,
+    :mod:`advisor.core.deploy`) is refused with a UserInputError before anything is rendered."""
     from advisor.clouds.registry import CLOUDS, info, key_ref_for, secret_refs
     from advisor.render.cloudinit import RenderRequest, check_value, render, start_timeout_s
 
@@ -495,6 +500,10 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                         port=port, host=host, api_key_ref="file:/placeholder",
                         gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)
     cat = catalog or load_catalog()
+    from advisor.core import deploy
+
+    if instance is not None:  # an AMD instance named: refused before any ranking or file
+        deploy.require(cat.instance(instance), cat)
     for ref in (api_key_ref, hf_token_ref):
         if ref is not None:
             check_value("api_key_ref", ref)
@@ -511,13 +520,17 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         from advisor.host.local import host_topology, local_instance, with_instance
 
         topo, seen, day = host_topology(probe, sysfs_root)
+        deploy.require_probe(d.vendor for d in topo.gpus)  # an AMD host, even with --gpu H100
         mine = local_instance(topo, cat, gpu, source=seen, as_of=day)
+        deploy.require(mine, cat, hint=deploy.PROBE_HINT)  # --gpu MI300X named
         # the same ranking path as a named catalog entry, on one host (no replica over several)
         cat, instance = with_instance(cat, mine), mine.key
         question["max_nodes"] = 1
         api_key_ref = api_key_ref or "file:/etc/advisor/api-key"
     inst, plan, weights = _plan_for(model, ctx, cat, instance, tp, vllm_version,
                                     gpu_memory_utilization, question)
+    # the top pick is deployable whenever any offer is (the ranking puts those first)
+    deploy.require(inst, cat)
     if api_key_ref is not None and inst.provider in CLOUDS and key_ref_for(
             inst.provider, api_key_ref) != api_key_ref:
         raise UserInputError(f"--api-key-ref {api_key_ref[:80]!r} is another cloud's secret "

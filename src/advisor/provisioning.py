@@ -167,6 +167,7 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
     ``allow_small_host``): the pick is the one recommend would put first, never a
     saturated-economics one by surprise."""
     from advisor.api import recommend, recommend_named
+    from advisor.core import deploy
 
     regions = regions or []
     q = (question or Question()).model_dump()
@@ -183,6 +184,7 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
         if inst.provider not in CLOUDS:
             raise UserInputError(f"{inst.key} is not on a cloud advisor can provision",
                                  hint="use 'advisor render' for private machines")
+        deploy.require(inst, catalog)  # an AMD GPU: CUDA vLLM only, before any cloud call
         # the layout does not depend on the price: rank on-demand, so that a type without a
         # spot price in the catalog can still be launched as spot when the user names it
         named = recommend_named(model, ctx, inst, catalog=catalog, vllm_version=vllm_version,
@@ -193,7 +195,12 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
         # ranked on the asked regions' own prices (what `recommend --region` shows)
         recs = recommend(model, ctx, catalog=catalog, providers=providers, spot=spot,
                          regions=regions or None, vllm_version=vllm_version, **q)
-        picks = [(catalog.instance(f"{r.provider}:{r.instance}"), r) for r in recs[:max_types]]
+        # never a type advisor cannot deploy, not even as a fallback (the ranking puts those
+        # last; where they are all that is left, the refusal says why)
+        ok = [r for r in recs if r.deployable]
+        if not ok:
+            deploy.require(catalog.instance(f"{recs[0].provider}:{recs[0].instance}"), catalog)
+        picks = [(catalog.instance(f"{r.provider}:{r.instance}"), r) for r in ok[:max_types]]
     out = []
     for inst, rec in picks:
         offered = inst.regions or ([inst.price.region] if inst.price.region else [])
@@ -325,7 +332,10 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
                                      hint="options: " + ", ".join(sorted(known)))
             known[key].check(value)
     from advisor.api import require_token
+    from advisor.core import deploy
 
+    if instance is not None:  # an AMD type is refused first: no token or flag would help it
+        deploy.require(cat.instance(instance), cat)
     require_token(cat, model, hf_token_ref)
     picks = candidates(model, ctx, catalog=cat, provider=provider, instance=instance,
                        regions=regions, spot=spot, max_types=max_types,

@@ -119,9 +119,17 @@ def _conf(r: Any) -> str:
     return f"{_part(r.fit.confidence)}|{_part(r.perf.confidence)}"
 
 
+#: after the instance of a pick advisor cannot deploy (advisor.core.deploy); the footer says so
+NOT_DEPLOYABLE = " *"
+
+
+def _name(r: Any) -> str:
+    return f"{r.provider}:{r.instance}" + ("" if r.deployable else NOT_DEPLOYABLE)
+
+
 def _row(r: Any) -> list[str]:
     p = r.plan
-    return [f"{r.provider}:{r.instance}", out.fmt(r.region), out.usd(r.usd_per_hour * p.nodes),
+    return [_name(r), out.fmt(r.region), out.usd(r.usd_per_hour * p.nodes),
             f"{r.gpu_count}x {r.gpu}" if p.nodes == 1 else f"{p.nodes}x{r.gpu_count} {r.gpu}",
             _layout(p), str(r.perf.concurrency), out.num(r.instance_output_tokens_per_s),
             out.ms(r.perf.tpot_ms), out.ms(r.perf.ttft_ms),
@@ -131,7 +139,7 @@ def _row(r: Any) -> list[str]:
 
 def _fleet_row(r: Any) -> list[str]:
     f = r.fleet
-    return [f"{r.provider}:{r.instance}", out.fmt(r.region), _layout(r.plan),
+    return [_name(r), out.fmt(r.region), _layout(r.plan),
             out.num(f.per_replica, 2 if f.load == "rps" else 0), str(f.instances),
             out.num(f.usd_per_month), f"{f.headroom:+.0%}", out.ms(r.perf.tpot_ms),
             out.ms(r.perf.ttft_ms), out.usd(r.usd_per_million_output_tokens),
@@ -235,7 +243,10 @@ def recommend_cmd(
     caption = (f"{len(recs)} of {len(recs) + len(rejected)} instance types can serve it; "
                + ranking_note(objective, basis.question, utilisation, spot)
                + ("; Nn: one replica over N instances" if any(
-                   r.plan.nodes > 1 for r in picks) else ""))
+                   r.plan.nodes > 1 for r in picks) else "")
+               + (f";{NOT_DEPLOYABLE}: not deployable by advisor (CUDA vLLM only), ranked after "
+                  "the deployable ones" if any(not r.deployable for r in picks) else "")
+               + _unshown(recs, picks))
     if best.fleet is not None:
         out.table(_columns(_FLEET, _FLEET_HIDE), (_fleet_row(r) for r in picks), title=title,
                   caption=caption)
@@ -251,8 +262,24 @@ def recommend_cmd(
     for what, c in (("memory", best.fit.confidence), ("latency", best.perf.confidence)):
         if c is not None:
             out.line(f"  ~ {what}: {c.why}")
+    for r in picks[1:]:
+        if not r.deployable:  # the first pick's own reason is among its risks above
+            out.line(f"! {r.provider}:{r.instance} is not deployable by advisor: "
+                     f"{r.not_deployable_reason}")
     if show_rejected:
         _rejected_table(rejected)
+
+
+def _unshown(recs: list[Any], picks: list[Any]) -> str:
+    """The footer's note on offers advisor cannot deploy that rank below the picks shown: a
+    capacity planner still learns they exist and where to see them."""
+    below = [r for r in recs[len(picks):] if not r.deployable]
+    if not below:
+        return ""
+    gpus = ", ".join(sorted({r.gpu for r in below}))
+    last = recs.index(below[-1]) + 1
+    return (f"; {len(below)} more not deployable by advisor ({gpus}: CUDA vLLM only) rank after "
+            f"the deployable ones: --top {last} shows them")
 
 
 def _rejected_table(rejected: list[Any]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from advisor.core.deploy import HINT as DEPLOY_HINT
 from advisor.core.layouts import Plan
 from advisor.core.load import HOURS_PER_MONTH, size_fleet
 from advisor.core.ranking import Recommendation
@@ -81,11 +82,17 @@ def size(rec: Recommendation, rps: float) -> FleetOption:
 def plan_fleet(recs: list[Recommendation], rps: float, max_instances: int
                ) -> tuple[list[FleetOption], list[FleetMiss]]:
     """Every offer sized for ``rps``, cheapest monthly bill first, and the ones that need more
-    than ``max_instances``."""
+    than ``max_instances`` or that advisor cannot deploy (:mod:`advisor.core.deploy`)."""
     if rps <= 0:
         raise UserInputError(f"--rps must be positive, not {rps}")
     options, misses = [], []
     for rec in recs:
+        if not rec.deployable:
+            # a fleet is what `advisor provision` launches: never one it cannot deploy
+            misses.append(FleetMiss(provider=rec.provider, instance=rec.instance,
+                                    reason=f"not deployable by advisor: "
+                                    f"{rec.not_deployable_reason}"))
+            continue
         opt = size(rec, rps)
         if opt.instances > max_instances:
             misses.append(FleetMiss(provider=rec.provider, instance=rec.instance,
@@ -99,7 +106,13 @@ def plan_fleet(recs: list[Recommendation], rps: float, max_instances: int
 
 
 def explain_no_fleet(misses: list[FleetMiss], rps: float, max_instances: int) -> UserInputError:
-    closest = sorted(misses, key=lambda m: m.instances_needed or 0)[:3]
+    sized = [m for m in misses if m.instances_needed is not None]
+    if not sized:  # every offer left is one advisor cannot deploy
+        m = misses[0] if misses else None
+        return UserInputError(
+            f"no fleet advisor can deploy carries {rps:g} req/s"
+            + (f": {m.provider}:{m.instance} is {m.reason}" if m else ""), hint=DEPLOY_HINT)
+    closest = sorted(sized, key=lambda m: m.instances_needed or 0)[:3]
     return UserInputError(
         f"no fleet of at most {max_instances} instances carries {rps:g} req/s: closest "
         + "; ".join(f"{m.provider}:{m.instance} needs {m.instances_needed}" for m in closest),

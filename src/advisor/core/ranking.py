@@ -7,7 +7,8 @@ carries the load within the targets; with ``--batch``, $ per million output toke
 instance saturated. ``--objective latency`` / ``throughput`` rank by TPOT / tokens per second
 instead. The score is that figure times ``1 + the host weight``, the only weight: NUMA placement
 by evidence regime (:mod:`advisor.core.host`, where the table of sources is). vLLM's CPU floor
-is a gate, not a weight.
+is a gate, not a weight. Offers advisor cannot deploy (:mod:`advisor.core.deploy`: AMD GPUs, no
+ROCm path) are kept, marked, and ranked after every deployable one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import InstanceType, Price
 from advisor.core import host as hostmod
 from advisor.core.confidence import Confidence, combine
+from advisor.core.deploy import deployable
 from advisor.core.engine import EngineProfile
 from advisor.core.host import HostView
 from advisor.core.layouts import Plan, layouts, place_multi, tp_sizes
@@ -124,6 +126,11 @@ class Recommendation(BaseModel):
     fleet: FleetSize | None = None
     #: how far to trust the figures: the weaker of the memory and the perf confidence
     confidence: Confidence | None = None
+    #: whether ``advisor render`` / ``provision`` can bring it up (:mod:`advisor.core.deploy`:
+    #: CUDA vLLM only); the ranking puts every deployable offer before any other
+    deployable: bool = True
+    #: why not, in words, where ``deployable`` is False
+    not_deployable_reason: str | None = None
 
 
 class Rejection(BaseModel):
@@ -469,6 +476,10 @@ class _Ranker:
         reasons.append(f"{price_kind} price from {row.as_of}, {row.region}")
         if self.cons.spot:
             risks.append("spot capacity can be reclaimed at short notice")
+        ok, why = deployable(inst, self.cat)
+        if not ok:
+            # listed for its figures, ranked after every deployable offer (see rank())
+            risks.insert(0, f"not deployable by advisor: {why}")
         return Recommendation(
             provider=inst.provider, instance=inst.name, region=row.region,
             usd_per_hour=usd, price_kind=price_kind,
@@ -480,7 +491,8 @@ class _Ranker:
                           nodes=inst.numa.nodes),
             cpu_family=family,
             score=round(score, 6), reasons=[r for r in reasons if r], risks=risks, host=hv,
-            basis=self.basis(), fleet=fleet, confidence=self.confidence(f, perf))
+            basis=self.basis(), fleet=fleet, confidence=self.confidence(f, perf),
+            deployable=ok, not_deployable_reason=why)
 
     def confidence(self, f: MemoryFit, perf: PerfEstimate) -> Confidence | None:
         parts = tuple(c for c in (f.confidence, perf.confidence) if c is not None)
@@ -516,8 +528,11 @@ def rank(catalog: Catalog, spec: ModelSpec, req: Request, cons: Constraints,
             rejected.append(rej)
         else:
             recs.append(rec)
-    recs.sort(key=lambda r: (r.score, r.usd_per_million_output_tokens, r.usd_per_hour,
-                             r.provider, r.instance))
+    # the first pick must be one `advisor provision` can launch: deployable offers first, by
+    # score; the others (AMD: no ROCm path, advisor.core.deploy) after them, marked, so that a
+    # capacity planner still sees what they would cost
+    recs.sort(key=lambda r: (not r.deployable, r.score, r.usd_per_million_output_tokens,
+                             r.usd_per_hour, r.provider, r.instance))
     return recs, rejected
 
 
