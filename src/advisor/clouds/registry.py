@@ -2,8 +2,8 @@
 
 Adding a cloud: a folder ``advisor/clouds/<name>/`` with the same files as the others
 (``__init__.py`` with ``CLOUD``, ``compute.py``, ``quota.py``, ``refresh.py``, ``secrets.py``,
-``options.py``, ``preflight.py``) and one line in :data:`CLOUDS`. Nothing else in ``src/`` names a cloud: a test
-checks it.
+``options.py``, ``preflight.py``) and one line in :data:`CLOUDS`. Nothing else in ``src/``
+names a cloud: a test checks it.
 
 Importing this module imports no cloud SDK: :func:`info` loads a cloud's small descriptor,
 :func:`get` its backend (and SDK) only when provisioning or refreshing.
