@@ -33,7 +33,7 @@ from contextlib import ExitStack
 from contextvars import ContextVar
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from advisor.catalog import Catalog
 from advisor.catalog import load as load_catalog
@@ -44,7 +44,9 @@ from advisor.clouds.base import (
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
+    PreflightCheck,
     Provider,
+    Scope,
     alive,
     check_cidr,
     check_name,
@@ -62,7 +64,32 @@ DISK_OVERHEAD_GIB = 60
 MIN_DISK_GIB = 100
 
 Outcome = Literal["launched", "exists", "capacity", "quota", "skipped", "denied", "error",
-                  "not offered"]
+                  "not offered", "refused"]
+
+#: what a failed preflight check blocks, by its name (a check's own ``scope`` overrides it):
+#: credentials and secrets are the account's (every candidate of the cloud fails alike), quota,
+#: image, egress and driver the region's. Changing one changes which candidates are tried next.
+PREFLIGHT_SCOPES: dict[str, Scope] = {
+    "credentials": "provider", "secret": "provider", "secret-access": "provider",
+    "quota": "region", "image": "region", "egress": "region", "driver": "region"}
+_WIDTH = {"zone": 0, "region": 1, "provider": 2, "fatal": 3}
+
+
+def preflight_scope(check: PreflightCheck) -> Scope:
+    """What a failed check blocks: its own scope, else :data:`PREFLIGHT_SCOPES`, else fatal."""
+    return check.scope or PREFLIGHT_SCOPES.get(check.name, "fatal")
+
+
+class PreflightRefused(UserInputError):
+    """Every candidate was stopped by its preflight: nothing was created, and each failed check
+    says what to fix (exit 2: the user's to fix). ``checks``: (where, check) per failure."""
+
+    def __init__(self, checks: list[tuple[str, PreflightCheck]]) -> None:
+        self.checks = checks
+        what = "; ".join(f"{where}: {c.name}: {c.detail}" for where, c in checks)
+        fixes = list(dict.fromkeys(c.fix for _w, c in checks if c.fix))
+        super().__init__(f"preflight: {len(checks)} check(s) failed, nothing was created: "
+                         f"{what}", hint="; ".join(fixes) or None)
 
 
 class Attempt(BaseModel):
@@ -104,6 +131,8 @@ class ProvisionResult(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     #: --dry-run: per candidate, the exact calls and bodies that would be sent
     requests: list[dict[str, Any]] = Field(default_factory=list)
+    #: per candidate tried (--dry-run: listed): {provider, instance_type, region, checks}
+    preflight: list[dict[str, Any]] = Field(default_factory=list)
     user_data: str | None = None
     warnings: list[str] = Field(default_factory=list)
     health: str | None = None
@@ -116,8 +145,15 @@ class DownResult(BaseModel):
     regions: list[str]
     #: provider:region for every place searched by tag
     searched: list[str] = Field(default_factory=list)
-    #: places that could not be asked (provider:region: why)
+    #: places that could not be asked (provider:region: why) — no credentials, no SDK, a
+    #: permission denied: whatever runs there is still running
     not_searched: list[str] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def complete(self) -> bool:
+        """Every place was asked: "removed nothing" then means nothing was there."""
+        return not self.not_searched
 
 
 ProviderSource = Mapping[str, Provider] | Callable[[str], Provider] | None
@@ -381,12 +417,17 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
                         f"{registry.info(cloud).key_scheme.example})")
     if dry_run:
         reqs = []
+        plans = []
         for c in cands:
             p = _provider(providers, c.provider, opts.get(c.provider, {}))
             reqs.append(p.request(c.spec, None))
+            listed = getattr(p, "preflight_plan", None)
+            if listed is not None:
+                plans.append(_checks_of(c, listed(c.spec)))
         return ProvisionResult(name=name, status="dry-run", provider=cands[0].provider,
                                instance_type=cands[0].instance_type, region=cands[0].region,
                                usd_per_hour=cands[0].usd_per_hour, requests=reqs,
+                               preflight=plans,
                                user_data=cands[0].spec.user_data, warnings=warnings)
 
     # every resource this run makes carries its attempt id besides the deployment's name
@@ -412,9 +453,15 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     st.begin(name, first.provider, alias, ctx, {
         "model": repo, "vllm_version": vllm_version, "port": port,
         "api_key_ref": first.spec.api_key_ref,
-        "options": {c.provider: dict(c.spec.options) for c in cands}})
+        "options": {c.provider: dict(c.spec.options) for c in cands},
+        # status reads the replicas a boot report should count from here
+        "plans": {f"{c.provider}:{c.instance_type}": {"tp": c.tp, "replicas": c.replicas,
+                                                      "nodes": c.nodes} for c in cands}})
     attempts: list[Attempt] = []
     blocked_providers: set[str] = set()
+    refusals: list[tuple[str, PreflightCheck]] = []
+    checked: list[dict[str, Any]] = []
+    stopped = 0  # candidates their preflight stopped (one attempt each)
 
     def note(a: Attempt) -> None:
         attempts.append(a)
@@ -430,7 +477,29 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
             continue
         p = _provider(providers, c.provider, opts.get(c.provider, {}))
         try:
-            launched = _launch_in_region(p, c, st, note, say)
+            checks = _preflight(p, c, say)
+            if checks is not None:
+                checked.append(_checks_of(c, checks))
+                warnings += [w for w in _unchecked(c, checks) if w not in warnings]
+                bad = [x for x in checks if x.ok is False]
+                if bad:
+                    scope = max((preflight_scope(x) for x in bad), key=_WIDTH.__getitem__)
+                    where = f"{c.provider}:{c.instance_type} {c.region}"
+                    refusals += [(where, x) for x in bad]
+                    stopped += 1
+                    quota_only = all(x.name == "quota" for x in bad)  # as the launch says it
+                    note(Attempt(**base, outcome="quota" if quota_only else "refused",
+                                 code="QuotaCheck" if quota_only else
+                                 "preflight:" + ",".join(x.name for x in bad),
+                                 detail="; ".join(x.detail for x in bad)))
+                    if scope == "fatal":
+                        _fail(st, name, attempts)
+                        raise PreflightRefused(refusals)
+                    if scope == "provider":
+                        blocked_providers.add(c.provider)
+                    continue
+            quota_known = checks is not None and any(x.name == "quota" for x in checks)
+            launched = _launch_in_region(p, c, st, note, say, quota_known)
         except CloudError as err:
             if err.scope == "provider":
                 blocked_providers.add(c.provider)
@@ -451,15 +520,38 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
                                  zone=launched[0].zone, usd_per_hour=c.usd_per_hour,
                                  instances=launched, nodes=c.nodes,
                                  attempts=attempts, warnings=warnings,
-                                 user_data=None)
+                                 preflight=checked, user_data=None)
         if wait:
             result = _wait(p, c, result, st, wait_timeout_s, say)
         return result
     _fail(st, name, attempts)
+    if stopped and stopped == sum(1 for a in attempts if a.outcome != "skipped"):
+        raise PreflightRefused(refusals)  # nothing reached the clouds' capacity: the user's fix
     raise OperationError(
         f"no candidate could be launched: {summarise(attempts)}",
         hint="try other regions (--region), another instance (--instance), --spot, or ask the "
         "provider for more quota; 'advisor status " + name + "' lists every attempt")
+
+
+def _preflight(p: Provider, c: Candidate, say: Callable[[str], None]
+               ) -> list[PreflightCheck] | None:
+    """The provider's checks before anything is made for ``c`` (None: it has none)."""
+    check = getattr(p, "preflight", None)
+    if check is None:
+        return None
+    say(f"{c.provider} {c.region}: preflight (credentials, secrets, quota, image, egress)")
+    checks: list[PreflightCheck] = check(c.spec)
+    return checks
+
+
+def _checks_of(c: Candidate, checks: list[PreflightCheck]) -> dict[str, Any]:
+    return {"provider": c.provider, "instance_type": c.instance_type, "region": c.region,
+            "checks": [x.model_dump() for x in checks]}
+
+
+def _unchecked(c: Candidate, checks: list[PreflightCheck]) -> list[str]:
+    return [f"{c.provider} {c.region}: {x.name} not checked: {x.detail}" for x in checks
+            if x.ok is None]
 
 
 def _outcome(err: CloudError) -> Outcome:
@@ -534,14 +626,17 @@ def _launch_group(p: Provider, c: Candidate, st: Store, zone: str | None,
 
 
 def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Attempt], None],
-                      say: Callable[[str], None]) -> list[InstanceRow] | None:
+                      say: Callable[[str], None], quota_known: bool = False
+                      ) -> list[InstanceRow] | None:
+    """``quota_known``: the preflight read the quota already (and let it pass)."""
     base = {"provider": c.provider, "instance_type": c.instance_type, "region": c.region}
-    quota = p.check_quota(c.spec)
-    if quota.checked and not quota.ok:
-        note(Attempt(**base, outcome="quota", code="QuotaCheck", detail=quota.detail))
-        return None
-    if quota.detail:
-        say(f"{c.provider} {c.region}: {quota.detail}")
+    if not quota_known:
+        quota = p.check_quota(c.spec)
+        if quota.checked and not quota.ok:
+            note(Attempt(**base, outcome="quota", code="QuotaCheck", detail=quota.detail))
+            return None
+        if quota.detail:
+            say(f"{c.provider} {c.region}: {quota.detail}")
     zones = p.zones(c.spec)
     if not zones:
         note(Attempt(**base, outcome="not offered",
@@ -696,6 +791,58 @@ def status(name: str | None = None, *, reconcile: bool = False, store: Store | N
                 st.set_status(dep.name, "failed", "reconciled: nothing runs for this deployment")
         out.append(st.require(dep.name))
     return out
+
+
+def boot_status(dep: Deployment, *, providers: ProviderSource = None,
+                provider_options: Mapping[str, Mapping[str, str]] | None = None,
+                now: float | None = None) -> str | None:
+    """What the deployment's instances say about their first boot (:mod:`advisor.bootstatus`,
+    read from each instance's serial console): ``booting: install vllm (4 min)``, ``serving``,
+    ``serving 1 of 2 replicas``, ``failed: install vllm (exit 1): <last line>``.
+
+    None where there is nothing to read: a deployment that is not ``running`` at the cloud
+    level, or a cloud without :class:`~advisor.clouds.base.BootConsole`. Read-only, and it
+    never raises: whatever goes wrong is ``unknown (<reason>)``. A failed boot leaves the
+    deployment ``running`` (the instance is up and billed); only this phrase says it failed.
+    """
+    from advisor import bootstatus
+
+    if dep.status != "running":
+        return None
+    instances = alive(dep.instances)
+    if not instances:
+        return None
+    plan = (dep.spec.get("plans") or {}).get(f"{dep.provider}:{dep.instance_type}") or {}
+    replicas = plan.get("replicas") if isinstance(plan.get("replicas"), int) else None
+    opts = provider_options or {}
+    phrases: list[tuple[str, str]] = []
+    clouds: dict[str, Any] = {}
+    for inst in instances:
+        try:
+            prov = inst.provider or dep.provider
+            if prov not in clouds:
+                clouds[prov] = _provider(providers, prov, _options_for(dep, opts, prov))
+            read = getattr(clouds[prov], "console_output", None)
+            if read is None:
+                return None  # this cloud offers no console to read
+            text = read(inst)
+        except Exception as exc:  # never fails status: said instead
+            why = " ".join(str(exc).split())[:160] or type(exc).__name__
+            return f"unknown ({inst.id}: {why})" if len(instances) > 1 else f"unknown ({why})"
+        phrase = bootstatus.describe(bootstatus.parse(text or ""),
+                                     now=time.time() if now is None else now,
+                                     replicas=replicas)
+        phrases.append((inst.id, phrase))
+    failed = [(i, ph) for i, ph in phrases if boot_failed(ph)]
+    if failed:
+        i, ph = failed[0]
+        return ph if len(phrases) == 1 else f"{ph} (on {i})"
+    return phrases[0][1]  # the head's: its replicas report there
+
+
+def boot_failed(phrase: str | None) -> bool:
+    """Whether a :func:`boot_status` phrase says the boot failed (``advisor status`` exits 1)."""
+    return bool(phrase) and str(phrase).startswith("failed")
 
 
 def _down_was_asked(st: Store, name: str) -> bool:
@@ -866,7 +1013,14 @@ def _down_in(p: Provider, prov: str, name: str, regions: list[str], known: set[s
 
     two_phase = hasattr(p, "terminate_instances") and hasattr(p, "remove_network")
     done: list[str] = []
+    #: a swept region refused the credentials (none, expired, denied): every other swept region
+    #: of the cloud answers the same, so they are skipped and said in one line
+    dead: CloudError | None = None
+    skipped: list[str] = []
     for region in regions:
+        if dead is not None and region not in known:
+            skipped.append(region)
+            continue
         if region in known:
             say(f"{prov} {region}: terminating and cleaning up")
         try:
@@ -876,7 +1030,17 @@ def _down_in(p: Provider, prov: str, name: str, regions: list[str], known: set[s
                 removed.extend(p.terminate(name, region))
             done.append(region)
         except CloudError as exc:
-            trouble(region, exc)
+            if exc.code in NOT_ENABLED and region not in known:
+                done.append(region)  # a region the account has not enabled runs nothing
+            elif exc.scope == "provider" and region not in known:
+                dead = exc
+                skipped.append(region)
+            else:
+                trouble(region, exc)
+    if dead is not None:
+        more = ", …" if len(skipped) > 3 else ""
+        not_searched.append(f"{prov}: {len(skipped)} region(s) not searched "
+                            f"({', '.join(skipped[:3])}{more}): {dead}")
     if two_phase:
         for region in list(done):
             try:
@@ -885,6 +1049,11 @@ def _down_in(p: Provider, prov: str, name: str, regions: list[str], known: set[s
                 trouble(region, exc)
                 done.remove(region)
     return done
+
+
+#: error codes of a region the account has not enabled (AWS opt-in regions): nothing can run
+#: there, so a sweep counts it as searched
+NOT_ENABLED = {"OptInRequired"}
 
 
 def _leftovers(p: Provider, name: str, regions: list[str]) -> list[str]:

@@ -93,7 +93,34 @@ def aws(moto_url: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> dict[str, s
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    ready_account()
     return env
+
+
+#: the SSM parameters a provision reads by default (the API key) and in these tests (the token)
+SECRETS = ("/advisor/vllm-api-key", "/advisor/hf-token")
+REGIONS = ("us-east-1", "us-west-2")
+
+
+def ready_account(regions: tuple[str, ...] = REGIONS) -> None:
+    """What a real account has and a fresh moto one lacks, so that provision's preflight passes:
+    the secrets (SecureString parameters) and, in the default VPC, an internet gateway that the
+    main route table sends 0.0.0.0/0 to (moto's default VPC has only the local route)."""
+    import boto3
+
+    for region in regions:
+        ssm = boto3.client("ssm", region_name=region)
+        for name in SECRETS:
+            ssm.put_parameter(Name=name, Value="test-only", Type="SecureString", Overwrite=True)
+        ec2 = boto3.client("ec2", region_name=region)
+        vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]
+        igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+        ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc["VpcId"])
+        main = ec2.describe_route_tables(Filters=[
+            {"Name": "vpc-id", "Values": [vpc["VpcId"]]},
+            {"Name": "association.main", "Values": ["true"]}])["RouteTables"][0]
+        ec2.create_route(RouteTableId=main["RouteTableId"], DestinationCidrBlock="0.0.0.0/0",
+                         GatewayId=igw)
 
 
 class _Raw(io.BytesIO):

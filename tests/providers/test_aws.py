@@ -326,9 +326,14 @@ def test_no_credentials_is_one_line_and_launches_nothing(aws, tmp_path):
     r = cli(env, "provision", "--model", "llama-3-8b", *TOKEN,
             "--ctx", "8192", "--instance",
             "aws:g6e.2xlarge", "--name", "nocreds", "--yes")
-    assert r.returncode == 1, r.stderr
+    # issue 27: the preflight stops it before anything is made; the user's to fix: exit 2
+    assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert "denied (NoCredentials)" in lines[-1] and "Traceback" not in r.stderr
+    [check] = [x for x in lines if x.startswith("preflight failed:")]
+    assert "credentials: no usable AWS credentials (NoCredentials)" in check
+    assert "fix: configure AWS credentials" in check
+    assert lines[-1].startswith("error: preflight: 1 check(s) failed, nothing was created")
+    assert "Traceback" not in r.stderr
     assert by_tag(ec2(), "nocreds") == []
 
 

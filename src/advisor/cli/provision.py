@@ -21,7 +21,7 @@ from advisor.cli.common import (
 )
 from advisor.clouds.registry import CLOUDS, key_ref_forms, token_ref_forms
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
-from advisor.errors import UserInputError
+from advisor.errors import OperationError, UserInputError
 
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before spending or "
                                    "removing anything.")]
@@ -112,21 +112,36 @@ def provision_cmd(
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
-    """Launch the recommended instance with vLLM running NUMA-bound on it."""
-    from advisor.provisioning import Question, provision
+    """Launch the recommended instance with vLLM running NUMA-bound on it.
+
+    Before anything is created, each candidate's cloud is asked whether the launch can work
+    (credentials, each secret and the instance's access to it, quota, the image in the region,
+    a way out to the internet). A failed check prints one line with its fix; when every
+    candidate was stopped that way, nothing was created and the exit status is 2."""
+    from advisor.provisioning import PreflightRefused, Question, provision
 
     _check_cloud_inputs(provider, instance, image, api_key_ref, hf_token_ref)
 
-    result = provision(
-        model, ctx, provider=provider, instance=instance, regions=region, name=name, spot=spot,
-        allow_cidrs=allow_cidr, ssh_cidrs=ssh_cidr, api_key_ref=api_key_ref, image=image,
-        hf_token_ref=hf_token_ref,
-        port=port, vllm_version=vllm_version, dry_run=dry_run, wait=wait,
-        confirm=_confirm(yes or dry_run), progress=None if json else out.progress,
-        catalog=catalog_from(catalog),
-        provider_options=cloud_options,
-        question=Question(max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
-                          allow_small_host=allow_small_host))
+    try:
+        result = provision(
+            model, ctx, provider=provider, instance=instance, regions=region, name=name,
+            spot=spot, allow_cidrs=allow_cidr, ssh_cidrs=ssh_cidr, api_key_ref=api_key_ref,
+            image=image, hf_token_ref=hf_token_ref,
+            port=port, vllm_version=vllm_version, dry_run=dry_run, wait=wait,
+            confirm=_confirm(yes or dry_run), progress=None if json else out.progress,
+            catalog=catalog_from(catalog),
+            provider_options=cloud_options,
+            question=Question(max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
+                              allow_small_host=allow_small_host))
+    except PreflightRefused as exc:  # one line per failed check, then the error (exit 2)
+        for where, check in exc.checks:
+            out.progress(f"preflight failed: {where}: {check.name}: {check.detail}"
+                         + (f" — fix: {check.fix}" if check.fix else ""))
+        raise
+    _show_provision(result, json)
+
+
+def _show_provision(result: Any, json: bool) -> None:
     if json:
         out.emit_json(result.model_dump())
         return
@@ -136,6 +151,11 @@ def provision_cmd(
         out.line(f"# dry run of deployment {result.name}: nothing was called")
         for req in result.requests:
             out.line(_json.dumps(req, indent=2), wrap=False)
+        for cand in result.preflight:
+            out.line(f"# preflight of {cand['provider']}:{cand['instance_type']} in "
+                     f"{cand['region']}: checked before anything is created", wrap=False)
+            for check in cand["checks"]:
+                out.line(f"#   {check['name']}: {check['detail']}", wrap=False)
         out.line("# user-data")
         out.line(result.user_data or "", wrap=False)
         return
@@ -158,35 +178,54 @@ def status_cmd(
     name: Annotated[str | None, typer.Argument(help="One deployment; default: all.")] = None,
     reconcile: Annotated[bool, typer.Option(
         help="Ask the clouds (by tag) what runs and record it.")] = False,
+    boot: Annotated[bool, typer.Option(
+        help="Read each running instance's serial console for its boot report (read-only).")]
+    = True,
     cloud_options: dict[str, dict[str, str]] | None = None,
     json: JsonFlag = False,
 ) -> None:
-    """The deployments advisor launched, their instances and (for one) its history."""
-    from advisor.provisioning import status
+    """The deployments advisor launched, their instances and (for one) its history.
+
+    The boot column is what each running instance printed on its serial console during its
+    first boot: ``booting: install vllm (4 min)``, ``serving``, ``failed: <step> (exit N):
+    <last line>``, or ``unknown (<why>)`` when the console could not be read. A deployment whose
+    boot failed stays ``running`` (its instance is up and billed); the exit status is then 1."""
+    from advisor.provisioning import boot_failed, boot_status, status
     from advisor.state import Store
 
     store = Store()
     deps = status(name, reconcile=reconcile, store=store,
                   provider_options=cloud_options)
+    boots = {d.name: boot_status(d, provider_options=cloud_options) if boot else None
+             for d in deps}
+    failed = [n for n, b in boots.items() if boot_failed(b)]
     if json:
-        body = [d.model_dump() for d in deps]
+        body = [{**d.model_dump(), "boot": boots[d.name]} for d in deps]
         if name:
             body[0]["events"] = [e.model_dump() for e in store.events(name)]
         out.emit_json(body[0] if name else body)
+        if failed:
+            raise typer.Exit(1)
         return
     if not deps:
         out.line("no deployments (advisor provision launches one)")
         return
     # at a narrow terminal the highest drop is hidden first
     out.table(["name", "instance", out.Col("where", drop=1), "status",
+               out.Col("boot", wrap=True),
                out.Col("instances", wrap=True, drop=2), out.Col("updated (UTC)", drop=3)],
               ([d.name, f"{d.provider}:{d.instance_type}" if d.instance_type else d.provider,
-                out.fmt(d.zone or d.region), d.status,
+                out.fmt(d.zone or d.region), d.status, boots[d.name] or "—",
                 ", ".join(f"{i.id} {i.state}" for i in d.instances) or "—",
                 d.updated_at[:16].replace("T", " ")] for d in deps))
     if name:
         for e in store.events(name):
             out.line(f"  {e.at} {e.kind}: {e.message}")
+    if failed:
+        out.error(f"the boot failed on {', '.join(failed)}: the instance runs (and is billed) "
+                  "but vLLM does not serve", hint="'advisor down NAME' removes it; the boot "
+                  "column names the step and its last line")
+        raise typer.Exit(1)
 
 
 @with_cloud_options("down")
@@ -210,10 +249,18 @@ def down_cmd(
                   provider_options=cloud_options, all_regions=all_regions, provider=provider)
     if json:
         out.emit_json(result.model_dump())
-        return
-    out.line(f"{name}: down; removed {', '.join(result.removed) or 'nothing (none left)'}")
-    if len(result.searched) > 1 or not result.removed:
-        out.line(f"searched by tag in {len(result.searched)} region(s): "
-                 f"{', '.join(result.searched) or 'none'}")
-    for miss in result.not_searched:
-        out.line(f"not searched: {miss}")
+    else:
+        none = "nothing (none left)" if result.complete else "nothing"
+        out.line(f"{name}: down; removed {', '.join(result.removed) or none}")
+        if len(result.searched) > 1 or not result.removed:
+            out.line(f"searched by tag in {len(result.searched)} region(s): "
+                     f"{', '.join(result.searched) or 'none'}")
+    if not result.complete:
+        # searched and found nothing is done; could not ask is not: it may still run there
+        for miss in result.not_searched:
+            out.progress(f"not searched: {miss}")
+        raise OperationError(
+            f"{name}: could not search {len(result.not_searched)} place(s), so whatever runs "
+            "there still runs: " + "; ".join(result.not_searched),
+            hint="give that cloud's credentials and run 'advisor down' again, or name the "
+            "cloud it ran on with --provider")

@@ -174,6 +174,9 @@ class PreflightCheck(BaseModel):
     detail: str
     #: one line a user can act on (a command where there is one)
     fix: str | None = None
+    #: what a failure blocks, where the cloud knows better than the name's default
+    #: (``advisor.provisioning.PREFLIGHT_SCOPES``): an AWS SSM parameter is regional
+    scope: Scope | None = None
 
 
 class Preflight(Protocol):

@@ -31,6 +31,7 @@ from advisor.clouds.base import (
     TAG_DEPLOYMENT,
     CloudError,
     LaunchSpec,
+    PreflightCheck,
     QuotaStatus,
 )
 from advisor.errors import UserInputError
@@ -126,6 +127,8 @@ class AwsProvider:
         self.sleep = sleep
         self.waiter_delay = waiter_delay
         self._clients: dict[tuple[str, str], Any] = {}
+        #: (region, --image or None) -> the image resolved by the preflight, reused by launch
+        self._images: dict[tuple[str, str | None], dict[str, Any]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def _client(self, service: str, region: str) -> Any:
@@ -275,6 +278,33 @@ class AwsProvider:
 
         return check_quota(self, spec)
 
+    def preflight(self, spec: LaunchSpec) -> list[PreflightCheck]:
+        """Credentials, secrets and their access, quota, image and egress, read-only
+        (:mod:`advisor.clouds.aws.preflight`)."""
+        from advisor.clouds.aws.preflight import preflight
+
+        return preflight(self, spec)
+
+    def preflight_plan(self, spec: LaunchSpec) -> list[PreflightCheck]:
+        from advisor.clouds.aws.preflight import plan
+
+        return plan(spec)
+
+    def console_output(self, instance: InstanceRow) -> str | None:
+        """The instance's serial console (EC2 ``GetConsoleOutput``, which botocore decodes
+        from base64); ``Latest`` where the instance type supports it (Nitro), else the
+        buffered output. None when EC2 has nothing yet."""
+        ec2 = self._client("ec2", instance.region)
+        try:
+            r = self._call(ec2, "get_console_output", InstanceId=instance.id, Latest=True)
+        except CloudError as exc:
+            if exc.code not in ("UnsupportedOperation", "InvalidParameterValue",
+                                "InvalidParameter"):
+                raise
+            r = self._call(ec2, "get_console_output", InstanceId=instance.id)
+        text = r.get("Output")
+        return str(text) if text else None
+
     def _vcpus_in_use(self, spec: LaunchSpec, letter: str) -> float:
         ec2 = self._client("ec2", spec.region)
         used = 0.0
@@ -397,6 +427,12 @@ class AwsProvider:
         return cls._tagged(tags, deployment)
 
     def _image(self, spec: LaunchSpec) -> dict[str, Any]:
+        key = (spec.region, spec.image)
+        if key not in self._images:
+            self._images[key] = self._look_up_image(spec)
+        return dict(self._images[key])
+
+    def _look_up_image(self, spec: LaunchSpec) -> dict[str, Any]:
         ec2 = self._client("ec2", spec.region)
         image_id = spec.image
         if image_id is None:
