@@ -9,7 +9,12 @@ operation polls included):
 * ``kill`` — call N and every call after it raise :class:`Killed` (a ``BaseException``, like the
   process dying): no cleanup of the attempt reaches the cloud;
 * ``error`` — call N alone answers 400 ``InjectedFault`` (fatal): the attempt cleans up after
-  itself (only what its attempt id tags), the rest of the run goes on."""
+  itself (only what its attempt id tags), the rest of the run goes on.
+
+The preflight's calls (issue 27: the subscription, each secret's metadata, the permissions on
+each vault, quota, the image) come first and make nothing: killed there, nothing is left; an
+error there is a check that could not be asked (``ok=None``), never a refusal: the run
+launches."""
 
 from __future__ import annotations
 
@@ -90,6 +95,20 @@ def left(arm: FakeArm) -> list[str]:
     return out
 
 
+def preflight_calls(calls: list[str]) -> range:
+    """The call indices (1-based) of the preflight (issue 27): from the subscription's GET to
+    the image's versions, every one before the first PUT (preflight makes nothing)."""
+    first = next(i for i, c in enumerate(calls, 1) if c == f"GET /subscriptions/{SUB}")
+    last = next(i for i, c in enumerate(calls, 1) if "/artifacttypes/vmimage/" in c)
+    first_put = next(i for i, c in enumerate(calls, 1) if c.startswith("PUT"))
+    assert first < last < first_put
+    asked = calls[first - 1:last]
+    for what in ("/secrets/vllm-api-key", "/secrets/hf-token", "/Microsoft.Authorization/"
+                 "permissions", "/usages"):
+        assert any(c.startswith("GET") and what in c for c in asked), what
+    return range(first, last + 1)
+
+
 def full_provision_calls(tmp_path: Any) -> list[str]:
     arm = fake()
     plan = Plan(arm)
@@ -126,6 +145,7 @@ def test_every_crash_point_heals_to_nothing(tmp_path, mode):
     calls = full_provision_calls(tmp_path)
     total = len(calls)
     assert total >= 20 and any(c.startswith("PUT") and "roleAssignments" in c for c in calls)
+    pre = preflight_calls(calls)
     #: (call, outcome, resources left after reconcile + down)
     report: list[tuple[int, str, int]] = []
     for n in range(1, total + 1):
@@ -139,6 +159,8 @@ def test_every_crash_point_heals_to_nothing(tmp_path, mode):
         # an ARM error reaches the orchestrator classified (never a raw HttpResponseError)
         assert outcome in (("Killed",) if mode == "kill" else ("launched", "CloudError")), (
             n, calls[n - 1], outcome)
+        if mode == "error" and n in pre:  # a preflight call that failed is not a refusal
+            assert outcome == "launched", (n, calls[n - 1], outcome)
         where = calls[n - 1]
         if outcome == "CloudError":  # the failed attempt cleaned up after itself
             assert left(arm) == [], (n, where, left(arm))

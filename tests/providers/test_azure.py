@@ -316,13 +316,27 @@ def test_the_vaults_resource_group_can_be_given(arm, tmp_path):
                   store=Store(tmp_path / "s.db"))
 
 
-def test_access_policy_vault_and_a_slow_principal(arm, tmp_path):
-    arm.add_vault(SUB, "kv-rg", "myvault", rbac=False)
+def test_a_slow_principal(arm, tmp_path):
     arm.principal_unknown_for = 2  # Entra ID has not yet replicated the new identity
     res = launch(arm, tmp_path, name="policies")
     assert res.status == "launched" and len(arm.role_assignments) == 2
-    [note] = [w for w in res.warnings if "access policies" in w]
-    assert "myvault" in note and "advisor-vault" not in note
+
+
+def test_an_access_policy_vault_stops_before_anything_is_made(arm, tmp_path):
+    """The role advisor gives would not apply and an access policy can name the VM's identity
+    only once it exists: preflight refuses (issue 27), with the fix that works before launch."""
+    from advisor.provisioning import PreflightRefused
+
+    arm.add_vault(SUB, "kv-rg", "myvault", rbac=False)
+    with pytest.raises(PreflightRefused) as info:
+        launch(arm, tmp_path, name="policies")
+    [(where, check)] = info.value.checks
+    assert where == f"azure:{SIZE} eastus" and check.name == "secret-access"
+    assert "myvault" in check.detail and "advisor-vault" not in check.detail
+    assert "az keyvault update --name myvault --enable-rbac-authorization true" in (
+        info.value.hint or "")
+    assert arm.resources == {} and arm.role_assignments == {}
+    assert [m for m, _, _ in arm.log if m != "GET"] == []
 
 
 def test_no_right_to_assign_roles_skips_azure_and_leaves_nothing(arm, tmp_path, monkeypatch):

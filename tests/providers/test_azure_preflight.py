@@ -463,3 +463,36 @@ def test_a_dying_process_is_not_swallowed(arm):
     arm.before = die
     with pytest.raises(Killed):
         azure(arm).preflight(spec())
+
+
+# -- through provision (issue 27's wiring in advisor.provisioning) ------------------------------
+def test_provision_dry_run_lists_the_plan_and_a_launch_records_the_checks(arm, tmp_path):
+    from advisor.provisioning import provision
+    from advisor.state import Store
+
+    dry = provision("llama-3-8b", 8192, hf_token_ref=HF_REF, instance=f"azure:{SIZE}",
+                    name="pre", api_key_ref=KEY_REF, dry_run=True,
+                    providers={"azure": azure(arm)})
+    [plan] = dry.preflight
+    assert [c["name"] for c in plan["checks"]] == ORDER
+    assert all(c["ok"] is None for c in plan["checks"]) and arm.calls == 0
+    res = provision("llama-3-8b", 8192, hf_token_ref=HF_REF, instance=f"azure:{SIZE}",
+                    name="pre", api_key_ref=KEY_REF, providers={"azure": azure(arm)},
+                    store=Store(tmp_path / "s.db"))
+    assert res.status == "launched"
+    [made] = res.preflight
+    assert [(c["name"], c["ok"]) for c in made["checks"]] == [(n, True) for n in ORDER]
+
+
+def test_provision_stops_on_a_missing_secret_with_its_fix(arm, tmp_path):
+    from advisor.provisioning import PreflightRefused, provision
+    from advisor.state import Store
+
+    arm.secrets[vault_key("myvault")].pop("hf-token")
+    with pytest.raises(PreflightRefused) as info:
+        provision("llama-3-8b", 8192, hf_token_ref=HF_REF, instance=f"azure:{SIZE}",
+                  name="pre", api_key_ref=KEY_REF, providers={"azure": azure(arm)},
+                  store=Store(tmp_path / "s.db"))
+    assert "az keyvault secret set --vault-name myvault --name hf-token" in (
+        info.value.hint or "")
+    assert arm.resources == {} and [m for m, _, _ in arm.log if m != "GET"] == []
