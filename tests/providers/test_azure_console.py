@@ -166,3 +166,44 @@ def test_a_dying_process_is_not_swallowed(arm, tmp_path):
     arm.before = die
     with pytest.raises(Killed):
         azure(arm).console_output(row())
+
+
+def test_advisor_status_reads_it(arm, tmp_path):
+    """provision, then the orchestrator's boot_status (what ``advisor status`` shows) reads the
+    VM's boot diagnostics: failed with the step's last line, then serving once it serves."""
+    from advisor.provisioning import boot_status, provision
+    from advisor.state import Store
+
+    st = Store(tmp_path / "s.db")
+    res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+                    instance=f"azure:{SIZE}", name="h100-nvl",
+                    api_key_ref="azure-kv:advisor-vault/vllm-api-key",
+                    providers={"azure": azure(arm)}, store=st)
+    assert res.status == "launched"
+    dep = st.require("h100-nvl")
+    assert boot_status(dep, providers={"azure": azure(arm)}) == "booting: no report yet"
+    arm.consoles["h100-nvl"] = CONSOLE
+    assert boot_status(dep, providers={"azure": azure(arm)}) == (
+        "failed: pip install (exit 1): ERROR: No matching distribution found for vllm==0.11.0")
+    arm.consoles["h100-nvl"] = "\n".join([line(step="install", state="done", t=1)] + [
+        line(step="vllm", state="serving", replica=r, t=2) for r in range(8)])
+    assert boot_status(dep, providers={"azure": azure(arm)}) == "serving"
+
+
+def test_a_users_resource_group(arm, tmp_path):
+    """With --resource-group the VM is looked for there, and only there."""
+    from advisor.provisioning import provision
+    from advisor.state import Store
+
+    key = "/subscriptions/00000000-0000-0000-0000-00000000abcd/resourcegroups/team-rg"
+    arm.resources[key] = {"id": key, "name": "team-rg", "location": "eastus",
+                          "tags": {"owner": "team"}, "properties": {}}
+    mine = azure(arm, resource_group="team-rg")
+    provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
+              instance=f"azure:{SIZE}", name="in-team",
+              api_key_ref="azure-kv:advisor-vault/vllm-api-key", providers={"azure": mine},
+              store=Store(tmp_path / "s.db"))
+    arm.consoles["in-team"] = CONSOLE
+    arm.log.clear()
+    assert azure(arm, resource_group="team-rg").console_output(row("in-team")) == CONSOLE
+    assert [p for m, p, _ in arm.log if m == "POST"][0].split("/")[4] == "team-rg"
