@@ -31,7 +31,9 @@ event() {
   local ev
   ev="{\"v\":1,\"step\":$(json_str "$2"),\"state\":\"$1\""
   [[ "$3" =~ ^[0-9]+$ ]] && ev+=",\"exit\":$3"
-  ev+=",\"t\":$(date +%s),\"tail\":$(json_str "$4")"
+  # t: epoch seconds to the millisecond, so that a reader can order the two copies of each
+  # line (the direct write and cloud-init's, which the journal may delay) by time
+  ev+=",\"t\":$(date +%s.%3N),\"tail\":$(json_str "$4")"
   [[ "$5" =~ ^[0-9]+$ ]] && ev+=",\"replica\":$5"
   ev+="}"
   printf 'advisor-boot: %s\n' "$ev"
