@@ -354,6 +354,10 @@ def test_eight_gpus_two_tp4_replicas_boot_bound_and_keyed(tmp_path, boxes):
     assert ("install --no-cache-dir --require-hashes --no-deps -r /opt/advisor/requirements.lock"
             in pip_log and "  vllm==" in pip_log)
     assert "status: done" in box.cloud_init_status()
+    # what cloud-init was given was the gzip bytes (it keeps them as it read them), and it ran
+    seed = (box.merged / "var/lib/cloud/seed/nocloud/user-data").read_bytes()
+    assert seed[:2] == b"\x1f\x8b"
+    assert (box.upper / f"var/lib/cloud/instances/{box.name}/user-data.txt").read_bytes() == seed
     _serving_everywhere(box, 2)
     _secrets_nowhere(box, [key, token])
     assert booted_s < BOOT_TIMEOUT_S
