@@ -16,7 +16,8 @@ set -uo pipefail
 state_dir="${ADVISOR_STATE_DIR:-/var/lib/advisor}"
 console="${ADVISOR_CONSOLE:-/dev/console}"
 
-# a JSON string of one line: control characters dropped, cut to 300 characters, escaped
+# a JSON string of one line: control characters dropped, cut to 300 characters (the most
+# advisor.bootstatus keeps, TAIL_MAX), escaped
 json_str() {
   local s
   s="$(printf '%s' "$1" | tr -d '\000-\037\177')"

@@ -438,7 +438,10 @@ def test_reporter_events_and_the_kept_state(tmp_path):
     assert kept["replicas"]["1"]["exit"] == 137
     assert describe(parse((tmp_path / "console").read_text())).startswith(
         "failed: replica 1 (vllm) (exit 137): killed by SIGKILL")
-    # a long tail is cut to one line of 300 characters
-    long = _run(tmp_path, fake, report, "install", "failed", "install vllm", "2", "x" * 5000)
+    # a long tail is cut to one line of what advisor.bootstatus keeps
+    from advisor.bootstatus import TAIL_MAX
+
+    long = _run(tmp_path, fake, report, "install", "failed", "install vllm", "2",
+                "x" * 5000 + "\nsecond line")
     ev = parse_event(long.stdout)
-    assert ev is not None and ev.tail == "x" * 300
+    assert ev is not None and ev.tail == "x" * TAIL_MAX and long.stdout.count("\n") == 1
