@@ -1,7 +1,10 @@
 """From a recommendation to a running instance, and back to nothing.
 
 ``provision()`` walks the candidates best first — instance type x region x zone — and launches
-the first that the clouds accept:
+the first that the clouds accept. Before anything is made for a candidate, its provider's
+preflight (where it has one: :class:`~advisor.clouds.base.Preflight`) is asked, read-only; a
+failed check blocks what :func:`preflight_scope` says, and when every candidate was stopped so,
+:class:`PreflightRefused` (exit 2) names each check and its fix. Then:
 
 * a capacity error (no GPUs left in that zone) moves on to the next zone;
 * a quota error, or a quota check that shows no room, skips the rest of that region;
@@ -910,7 +913,9 @@ def down(name: str, *, store: Store | None = None, providers: ProviderSource = N
     ``all_regions`` — or no record of ``name`` at all (a lost state file) — searches every
     region where the catalog sells the deployment's types (without a record: any GPU type of
     ``provider``, else of every cloud). Succeeds only when nothing tagged remains; otherwise an
-    :class:`OperationError` lists what is left."""
+    :class:`OperationError` lists what is left. A swept place that could not be asked (no
+    credentials, no SDK, permission denied) is no proof that nothing runs there: it is named in
+    ``not_searched`` and ``complete`` is False (the CLI then exits 1)."""
     say = progress or (lambda _m: None)
     st = store or Store()
     _hold(st, name, "taken down")
@@ -967,15 +972,16 @@ def down(name: str, *, store: Store | None = None, providers: ProviderSource = N
                 raise
             not_searched.append(f"{prov}: {exc}")
             continue
+        off: list[str] = []
         try:
             done = _down_in(p, prov, name, regions, {r for k, r in known if k == prov}, say,
-                            removed, failed, not_searched)
+                            removed, failed, not_searched, off)
         except Exception as exc:  # a swept cloud without credentials: said, not fatal
             if any(k[0] == prov for k in known):
                 raise
             not_searched.append(f"{prov}: {' '.join(str(exc).split())[:200]}")
             continue
-        searched += [f"{prov}:{r}" for r in done]
+        searched += [f"{prov}:{r}" for r in regions if r in done or r in off]
         left = _leftovers(p, name, done)
         failed += [f"{prov}:{x}" for x in left if f"{prov}:{x}" not in failed]
     if failed:
@@ -1002,9 +1008,11 @@ def down(name: str, *, store: Store | None = None, providers: ProviderSource = N
 
 def _down_in(p: Provider, prov: str, name: str, regions: list[str], known: set[str],
              say: Callable[[str], None], removed: list[str], failed: list[str],
-             not_searched: list[str]) -> list[str]:
+             not_searched: list[str], off: list[str]) -> list[str]:
     """Instances first in every region, then what guarded them; the regions actually searched.
-    A region of the record that fails is a failure; a swept one is reported as not searched."""
+    A region of the record that fails is a failure; a swept one is reported as not searched;
+    a swept one the account has not enabled goes to ``off`` (searched: nothing can run there,
+    and nothing more is asked of it)."""
     def trouble(region: str, exc: Exception) -> None:
         if region in known:
             failed.append(f"{prov}:{region}: {exc}")
@@ -1013,14 +1021,8 @@ def _down_in(p: Provider, prov: str, name: str, regions: list[str], known: set[s
 
     two_phase = hasattr(p, "terminate_instances") and hasattr(p, "remove_network")
     done: list[str] = []
-    #: a swept region refused the credentials (none, expired, denied): every other swept region
-    #: of the cloud answers the same, so they are skipped and said in one line
-    dead: CloudError | None = None
-    skipped: list[str] = []
+    unasked: dict[str, list[str]] = {}  # why -> the swept regions that answered it
     for region in regions:
-        if dead is not None and region not in known:
-            skipped.append(region)
-            continue
         if region in known:
             say(f"{prov} {region}: terminating and cleaning up")
         try:
@@ -1031,16 +1033,17 @@ def _down_in(p: Provider, prov: str, name: str, regions: list[str], known: set[s
             done.append(region)
         except CloudError as exc:
             if exc.code in NOT_ENABLED and region not in known:
-                done.append(region)  # a region the account has not enabled runs nothing
-            elif exc.scope == "provider" and region not in known:
-                dead = exc
-                skipped.append(region)
+                off.append(region)  # a region the account has not enabled runs nothing
+            elif region not in known:
+                unasked.setdefault(str(exc), []).append(region)
             else:
                 trouble(region, exc)
-    if dead is not None:
-        more = ", …" if len(skipped) > 3 else ""
-        not_searched.append(f"{prov}: {len(skipped)} region(s) not searched "
-                            f"({', '.join(skipped[:3])}{more}): {dead}")
+    # no credentials answers alike in every region: one line per reason, naming the regions
+    for why, where in unasked.items():
+        more = ", …" if len(where) > 3 else ""
+        not_searched.append(f"{prov}:{where[0]}: {why}" if len(where) == 1 else
+                            f"{prov}: {len(where)} region(s) not searched "
+                            f"({', '.join(where[:3])}{more}): {why}")
     if two_phase:
         for region in list(done):
             try:

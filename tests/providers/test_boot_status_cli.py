@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from advisor.state import Store
 from tests.test_boot_status import CONSOLES
 
@@ -168,3 +170,38 @@ def test_down_result_says_whether_it_could_search_everywhere(aws, tmp_path, monk
     [miss] = res.not_searched
     assert miss.startswith("aws: ") and "NoCredentials" in miss
     assert res.model_dump()["complete"] is False
+
+
+REGIONS_XML = ('<?xml version="1.0" encoding="UTF-8"?><DescribeRegionsResponse xmlns="http://'
+               'ec2.amazonaws.com/doc/2016-11-15/"><requestId>7a1e0a0e-advisor-test</requestId>'
+               '<regionInfo><item><regionName>af-south-1</regionName><regionEndpoint>'
+               'ec2.af-south-1.amazonaws.com</regionEndpoint><optInStatus>{status}</optInStatus>'
+               '</item></regionInfo></DescribeRegionsResponse>')
+
+
+@pytest.mark.parametrize("opt_in", ["not-opted-in", "opted-in"])
+def test_an_auth_failure_in_one_swept_region_does_not_stop_the_sweep(aws, tmp_path, opt_in):
+    """EC2 answers AuthFailure in an opt-in region the account has not enabled, as it does to
+    bad credentials. DescribeRegions tells them apart: a region that is off runs nothing
+    (searched); an enabled one that refuses is named as not searched. Either way the sweep
+    goes on: af-south-1 sorts first, and the instance runs in us-east-1."""
+    from advisor.provisioning import down
+    from tests.providers.conftest import answer, ec2_error
+    from tests.providers.test_aws import _provider_with
+
+    iid = _launch("swept")
+    prov = _provider_with({
+        "af-south-1/ec2": {"before-send.ec2.DescribeInstances": answer(401, ec2_error(
+            "AuthFailure", "AWS was not able to validate the provided access credentials",
+            401))},
+        "us-east-1/ec2": {"before-send.ec2.DescribeRegions": answer(
+            200, REGIONS_XML.format(status=opt_in).encode())}})
+    res = down("swept", store=Store(tmp_path / "lost.db"), providers={"aws": prov},
+               provider="aws")
+    assert iid in res.removed and "aws:us-east-1" in res.searched
+    if opt_in == "not-opted-in":
+        assert res.complete and "aws:af-south-1" in res.searched
+    else:
+        assert not res.complete and "aws:af-south-1" not in res.searched
+        [miss] = res.not_searched
+        assert miss.startswith("aws:af-south-1: aws: AuthFailure")

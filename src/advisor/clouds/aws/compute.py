@@ -520,15 +520,34 @@ class AwsProvider:
     def terminate_instances(self, deployment: str, region: str,
                             attempt: str | None = None) -> list[str]:
         ec2 = self._client("ec2", region)
-        r = self._call(ec2, "describe_instances", Filters=[
-            *self._filters(deployment, attempt),
-            {"Name": "instance-state-name", "Values": ALIVE_STATES}])
+        try:
+            r = self._call(ec2, "describe_instances", Filters=[
+                *self._filters(deployment, attempt),
+                {"Name": "instance-state-name", "Values": ALIVE_STATES}])
+        except CloudError as exc:
+            if exc.code == "AuthFailure" and self._region_off(region):
+                raise CloudError("aws", "OptInRequired", f"{region} is not enabled for this "
+                                 "account: nothing runs there", "region") from exc
+            raise
         ids = [i["InstanceId"] for res in r.get("Reservations", []) for i in res["Instances"]]
         if ids:
             self._call(ec2, "terminate_instances", InstanceIds=ids)
             ec2.get_waiter("instance_terminated").wait(
                 InstanceIds=ids, WaiterConfig={"Delay": self.waiter_delay, "MaxAttempts": 120})
         return ids
+
+    def _region_off(self, region: str) -> bool:
+        """Whether ``region`` is an opt-in region the account has not enabled: EC2 answers
+        AuthFailure there, as it does to bad credentials (EC2 ``DescribeRegions`` with
+        ``AllRegions``, asked in us-east-1, tells them apart). False where it cannot tell."""
+        if region == "us-east-1":
+            return False
+        try:
+            r = self._client("ec2", "us-east-1").describe_regions(AllRegions=True,
+                                                                  RegionNames=[region])
+        except Exception:
+            return False
+        return any(x.get("OptInStatus") == "not-opted-in" for x in r.get("Regions", []))
 
     def remove_network(self, deployment: str, region: str,
                        attempt: str | None = None) -> list[str]:
