@@ -45,6 +45,15 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           env=full, stdin=subprocess.DEVNULL, check=False)
 
 
+def user_data_text(b64: str) -> str:
+    """The user-data an instance holds, as text: the launch sends it gzip-compressed (AWS's
+    16 KB limit counts the compressed bytes), cloud-init inflates it."""
+    import gzip
+
+    raw = base64.b64decode(b64)
+    return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+
+
 def ec2(region: str = "us-east-1"):
     import boto3
 
@@ -75,13 +84,13 @@ def test_provision_status_down_end_to_end(aws):
 
     # the user-data on the instance is the cloud-config advisor rendered, byte for byte
     ud = client.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")
-    text = base64.b64decode(ud["UserData"]["Value"]).decode()
+    text = user_data_text(ud["UserData"]["Value"])
     dry = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                     instance="aws:g6e.2xlarge", name=NAME, dry_run=True)
     assert text == dry.user_data
     assert text.startswith("#cloud-config\n")
     doc = yaml.safe_load(text)
-    assert ["systemctl", "start", "--no-block", "vllm@0.service"] in doc["runcmd"]
+    assert doc["runcmd"] == [["/opt/advisor/bin/advisor-install.sh", "3.10", "vllm@0.service"]]
     env = next(f for f in doc["write_files"] if f["path"] == "/etc/advisor/vllm-0.env")
     assert "ADVISOR_HF_TOKEN_REF=aws-ssm:/advisor/hf-token" in env["content"]
     # the key is fetched at boot, never in user data (only the fetch and a dry-run placeholder)
@@ -422,7 +431,7 @@ def test_multi_node_group_in_one_placement_group_over_efa(aws, tmp_path):
         tags = {t["Key"]: t["Value"] for t in i["Tags"]}
         ud = client.describe_instance_attribute(InstanceId=i["InstanceId"],
                                                 Attribute="userData")["UserData"]["Value"]
-        doc = yaml.safe_load(base64.b64decode(ud).decode())
+        doc = yaml.safe_load(user_data_text(ud))
         files = {f["path"]: f["content"] for f in doc["write_files"]}
         roles[tags["advisor-role"]] = (tags["Name"], files)
     assert roles["head"][0] == "big" and roles["worker"][0] == "big-w1"
