@@ -149,10 +149,11 @@ def test_render_head_and_worker():
     assert "ADVISOR_RAY_HEAD" not in head
     for name in ("user-data", "worker/user-data"):
         doc = yaml.safe_load(files[name])
-        pip = next(c for c in doc["runcmd"] if "pip" in c[0])
-        assert "vllm==0.11.0" in pip and "ray[default]" in pip
-        assert ["systemctl", "enable", "vllm@0.service"] in doc["runcmd"]
-        assert ["systemctl", "start", "--no-block", "vllm@0.service"] in doc["runcmd"]
+        assert doc["runcmd"] == [["/opt/advisor/bin/advisor-install.sh", "3.10",
+                                  "vllm@0.service"]]
+        lock = next(f["content"] for f in doc["write_files"]
+                    if f["path"] == "/opt/advisor/requirements.lock")
+        assert "\nvllm==0.11.0 " in lock and "\nray==" in lock  # the Ray lock
     assert "ADVISOR_ROLE=worker" in files["worker/user-data"]
     assert "ADVISOR_ROLE=head" in files["user-data"]
 

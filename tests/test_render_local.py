@@ -21,6 +21,8 @@ import advisor
 from advisor import UserInputError
 from advisor.host.local import identify_gpu, load_probe, local_instance
 from advisor.host.topology import probe
+from advisor.render.cloudinit import RenderRequest, render
+from advisor.render.envlock import lock_text, supported
 from advisor.render.local import bash_quote, launch_lines
 from tests.test_render import LAUNCH, need
 from tests.test_topology import EIGHT, make_sysfs
@@ -152,8 +154,23 @@ def test_local_gives_the_binding_of_the_identical_catalog_entry(host, cat, model
     ref = "file:/etc/advisor/api-key"
     local = advisor.render_files(model, ctx, target="local", sysfs_root=host, tp=tp,
                                  vllm_version=version, catalog=cat)
-    cloud = advisor.render_files(model, ctx, instance="onprem:twin", tp=tp,
+    if (version, "3.10") in supported():
+        cloud = advisor.render_files(model, ctx, instance="onprem:twin", tp=tp,
+                                     vllm_version=version, api_key_ref=ref, catalog=cat)
+    else:
+        # no frozen environment ships for this release: its cloud-init is refused (issue 27),
+        # the rest of the files are the same rules, rendered without the user-data
+        with pytest.raises(UserInputError, match="no frozen environment"):
+            advisor.render_files(model, ctx, instance="onprem:twin", tp=tp,
                                  vllm_version=version, api_key_ref=ref, catalog=cat)
+        lower = advisor.render_files(model, ctx, instance="onprem:twin", tp=tp, api_key_ref=ref,
+                                     catalog=cat)
+        req = RenderRequest(model=json.loads(lower.files["plan.json"])["model"],
+                            max_model_len=ctx, vllm_version=version, api_key_ref=ref,
+                            start_timeout_s=json.loads(lower.files["plan.json"])[
+                                "start_timeout_s"])
+        cloud = lower.model_copy(update={"files": render(lower.instance, lower.plan, req,
+                                                         user_data=False)})
     assert local.plan == cloud.plan
     assert envs(local.files) == envs(cloud.files)  # the key ref is the local default
     for name in ("vllm@.service", "vllm-launch.sh", "vllm-health.sh"):
@@ -266,8 +283,11 @@ def test_render_local_writes_the_files(host, cli, layer, tmp_path):
             str(host), "--catalog", str(layer), "--tp", "4", "--out", str(out))
     assert r.exit_code == 0, r.output
     names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert names == ["env/vllm-0.env", "env/vllm-1.env", "install.sh", "plan.json",
-                     "vllm-health.sh", "vllm-launch.sh", "vllm@.service"]
+    assert names == ["env/vllm-0.env", "env/vllm-1.env", "install.sh",
+                     "locks/requirements-cp310.txt", "locks/requirements-cp311.txt", "plan.json",
+                     "vllm-health.sh", "vllm-launch.sh", "vllm-report.sh", "vllm@.service"]
+    # the frozen environments, byte for byte the cloud's (install.sh takes the host's Python's)
+    assert (out / "locks/requirements-cp311.txt").read_text() == lock_text("0.11.0", "3.11")
     assert os.access(out / "install.sh", os.X_OK)
     assert "2 replica(s) of TP 4" in r.stdout and "sudo" in r.stdout
     assert "ADVISOR_API_KEY_REF=file:/etc/advisor/api-key" in (out / "env/vllm-0.env").read_text()

@@ -138,7 +138,10 @@ def test_install_sh_brings_the_probed_layout_up_bound_and_keyed(tmp_path, box, m
                        ("etc/systemd/system/vllm@.service", 0o644),
                        ("etc/advisor/vllm-1.env", 0o640)):
         assert (merged / path).stat().st_mode & 0o777 == mode, path
-    assert "vllm==" in (box.upper / "var/log/advisor-standin-pip.log").read_text()
+    pip_log = (box.upper / "var/log/advisor-standin-pip.log").read_text()
+    # the root's Python 3.11 took its lock, hash-checked: not a bare vllm==X resolved today
+    assert "--require-hashes --no-deps -r" in pip_log and "locks/requirements-cp311.txt" in pip_log
+    assert "  vllm==0.11.0\n" in pip_log and "  transformers==4." in pip_log
     # the key is in no file but its own
     for p in box.upper.rglob("*"):
         if p.is_file() and not p.is_symlink() and p != box.upper / "etc/advisor/api-key" \

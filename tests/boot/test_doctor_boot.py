@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.boot.test_boot import HERE, Box, _boot_plan, _skip_reason
+from tests.boot.test_boot import HERE, Box, _boot_plan, _render, _skip_reason
 from tests.doctor_trees import make_host
 
 import advisor
@@ -133,8 +133,8 @@ def test_advisor_rendered_service_passes_doctor(tmp_path):
     gpus = [("0000:38:00.0", node)]
     key = "k-" + secrets.token_hex(16)
     port = 18410
-    res = advisor.render_files("qwen3-8b", 8192, instance="aws:g6e.2xlarge", port=port,
-                               catalog=cat, api_key_ref="file:/etc/advisor/secrets/api-key")
+    res = _render("qwen3-8b", 8192, "aws:g6e.2xlarge", port=port,  # the root's Python
+                  catalog=cat, api_key_ref="file:/etc/advisor/secrets/api-key")
     box = _boot_plan(tmp_path, "adv-doctor-r", res.files, gpus, key, None)
     try:
         record = box.upper / f"var/lib/vllm/standin/vllm-{port}.json"

@@ -25,7 +25,9 @@ from advisor.render.cloudinit import (
     RenderRequest,
     _env,
     render,
+    templates_dir,
 )
+from advisor.render.envlock import lock_text, supported
 
 #: the characters bash's ``printf %q`` escapes with a backslash anywhere in a word
 _BACKSLASHED = frozenset(" \t\n!\"$&'()*,;<>?[\\]^`{|}")
@@ -158,7 +160,14 @@ def render_local(inst: InstanceType, plan: Plan, req: RenderRequest) -> dict[str
     if plan.nodes > 1:
         raise UserInputError(f"a replica over {plan.nodes} hosts is not laid out for --target "
                              "local", hint="pick a model or context that fits on this host")
-    files = render(inst, plan, req)
-    del files["user-data"]
+    files = render(inst, plan, req, user_data=False)  # install.sh installs, below
     files["install.sh"] = install_script(req, plan)
+    # the unit's reporter (ExecStartPost=-+ / ExecStopPost=-+): boot-status.json and the console
+    files["vllm-report.sh"] = (templates_dir() / "vllm-report.sh").read_text()
+    # the release's locks for every Python advisor has one for: install.sh takes the host's
+    # (the host's Python is known only there); none for this release: it says so and resolves
+    for version, python in supported():
+        if version == req.vllm_version:
+            files[f"locks/requirements-cp{python.replace('.', '')}.txt"] = lock_text(
+                version, python)
     return files
