@@ -77,16 +77,26 @@ def parse_event(line: str) -> BootEvent | None:
 
 
 def parse(console: str) -> BootStatus:
-    """Every ``advisor-boot:`` line of a console printout, folded into the latest state."""
+    """Every ``advisor-boot:`` line of a console printout, folded into the latest state.
+
+    Events are ordered by their time ``t`` (seconds, with milliseconds), not by line: each
+    install event reaches the console twice (written to /dev/console at once, and copied by
+    cloud-init from the script's output, which can lag), so a line further down may be older.
+    Events without a time keep their line order after the timed ones before them."""
     out = BootStatus()
-    for line in console.splitlines():
+    events: list[tuple[float, int, BootEvent]] = []
+    last_t = float("-inf")
+    for n, line in enumerate(console.splitlines()):
         ev = parse_event(line)
         if ev is None:
             continue
+        last_t = ev.t if ev.t is not None else last_t
+        events.append((last_t, n, ev))
+    for _, _, ev in sorted(events, key=lambda x: (x[0], x[1])):
         if ev.replica is not None:
             out.replicas[ev.replica] = ev
             continue
-        if out.started is None and ev.t is not None:
+        if ev.t is not None and (out.started is None or ev.t < out.started):
             out.started = ev.t
         out.install = ev
     return out
