@@ -265,3 +265,27 @@ def test_generator_keeps_the_wheel_pip_would_install_and_settles_markers():
     with pytest.raises(SystemExit, match="no tag installs on the target"):
         gen.requirement_lines({"packages": [{**pylock["packages"][0], "wheels": [
             pylock["packages"][0]["wheels"][1]]}]}, "3.11")
+
+
+# -- render refuses what the default image cannot run ------------------------------------------
+@pytest.mark.parametrize("instance", ["aws:g6e.2xlarge", "gcp:a2-highgpu-1g",
+                                      "azure:Standard_NC24ads_A100_v4"])
+def test_render_takes_the_default_images_python_and_refuses_a_release_without_its_lock(instance):
+    import yaml
+
+    import advisor
+    from advisor.render.envlock import image_python
+
+    ref = {"aws": "aws-ssm:/advisor/k", "gcp": "gcp-secret:k",
+           "azure": "azure-kv:myvault/k"}[instance.split(":")[0]]
+    res = advisor.render_files("qwen3-8b", 8192, instance=instance, api_key_ref=ref)
+    doc = yaml.safe_load(res.files["user-data"])
+    py = image_python(instance.split(":")[0])
+    assert py == "3.10"  # every default image is Ubuntu 22.04 (locks/images.yaml)
+    assert doc["runcmd"][0][1] == py
+    lock = next(f["content"] for f in doc["write_files"]
+                if f["path"] == "/opt/advisor/requirements.lock")
+    assert "\nvllm==0.11.0 --hash=sha256:" in lock and "\ntorch==2.8.0 --hash" in lock
+    with pytest.raises(advisor.UserInputError, match="no vLLM 0.21.0 lock for Python 3.10"):
+        advisor.render_files("qwen3-8b", 8192, instance=instance, api_key_ref=ref,
+                             vllm_version="0.21.0")

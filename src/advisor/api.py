@@ -567,6 +567,12 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         return RenderResult(instance=inst, plan=plan, files=files,
                             commands=launch_lines(files, topo))
     else:
+        if inst.provider in CLOUDS:
+            from advisor.render.envlock import check_pairing, image_python
+
+            # the default image's driver must run the lock's CUDA, and its Python have a lock
+            check_pairing(inst.provider, None, vllm_version)
+            req = req.model_copy(update={"python": image_python(inst.provider)})
         files = render(inst, plan, req)
     return RenderResult(instance=inst, plan=plan, files=files)
 

@@ -142,6 +142,15 @@ def _driver(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
+def image_python(provider: str) -> str:
+    """The Python (major.minor) of ``provider``'s default image, from locks/images.yaml."""
+    images = image_table()["images"]
+    if provider not in images:
+        raise UserInputError(f"no default image known for provider {provider[:40]!r}",
+                             hint=f"one of {', '.join(sorted(images))}")
+    return str(images[provider]["python"])
+
+
 def check_pairing(provider: str, image: str | None, vllm_version: str) -> str | None:
     """Whether the vLLM ``vllm_version`` lock can run on ``provider``'s image.
 
