@@ -261,13 +261,15 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
                ssh_cidrs: list[str], spot: bool, image: str | None,
                options: Mapping[str, str], gpu_memory_utilization: float = 0.9) -> LaunchSpec:
     from advisor.render.cloudinit import RenderRequest, render, start_timeout_s
+    from advisor.render.envlock import image_python
 
     # reachable from outside only when a range was opened for it; the firewall still decides
     host = "0.0.0.0" if allow_cidrs else "127.0.0.1"
     files = render(inst, plan, RenderRequest(
         model=model_repo, max_model_len=ctx, vllm_version=vllm_version, port=port, host=host,
         api_key_ref=api_key_ref, gpu_memory_utilization=gpu_memory_utilization,
-        hf_token_ref=hf_token_ref, start_timeout_s=start_timeout_s(weights_gib / plan.nodes)))
+        hf_token_ref=hf_token_ref, start_timeout_s=start_timeout_s(weights_gib / plan.nodes),
+        python=image_python(inst.provider)))
     return LaunchSpec(
         deployment=name, provider=inst.provider, instance_type=inst.name, region=region,
         gpu_model=inst.gpu.model, gpu_count=inst.gpu.count, vcpus=inst.vcpus,
@@ -388,6 +390,8 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     cands: list[Candidate] = []
     no_ref: set[str] = set()
     rerouted: set[str] = set()
+    from advisor.render.envlock import check_pairing
+
     for inst, plan, region, usd, weights in picks:
         # each cloud reads the key from its own secret store: a reference of another cloud is
         # never handed on (an Azure VM cannot read an SSM parameter)
@@ -400,6 +404,11 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
             rerouted.add(inst.provider)
             warnings.append(f"{inst.provider} candidates read the API key from {ref} "
                             f"({api_key_ref} is another cloud's secret store)")
+        # the image's driver must run the lock's CUDA, and its Python have a lock: refused
+        # here, before any call; a --image of the user's own is only warned about
+        pairing = check_pairing(inst.provider, image, vllm_version)
+        if pairing and pairing not in warnings:
+            warnings.append(pairing)
         spec = build_spec(inst, plan, region, name=name, model_repo=repo, model_label=alias,
                           ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
                           port=port, api_key_ref=ref, hf_token_ref=token,
