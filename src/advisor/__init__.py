@@ -67,6 +67,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "DownResult": ("advisor.provisioning", "DownResult"),
     "ProvisionResult": ("advisor.provisioning", "ProvisionResult"),
     "down": ("advisor.provisioning", "down"),
+    "boot_status": ("advisor.provisioning", "boot_status"),
+    "PreflightRefused": ("advisor.provisioning", "PreflightRefused"),
     "provision": ("advisor.provisioning", "provision"),
     "status": ("advisor.provisioning", "status"),
     "Ticket": ("advisor.host.tickets", "Ticket"),
@@ -97,6 +99,7 @@ __all__ = [
     "PerfEstimate",
     "Problem",
     "Provenance",
+    "PreflightRefused",
     "ProvisionResult",
     "Recommendation",
     "Rejection",
@@ -106,6 +109,7 @@ __all__ = [
     "Topology",
     "UserInputError",
     "__version__",
+    "boot_status",
     "doctor",
     "down",
     "engine_profile",
@@ -178,4 +182,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from advisor.host.tickets import Ticket
     from advisor.host.tickets import make_ticket as ticket
     from advisor.host.topology import Topology
-    from advisor.provisioning import Attempt, DownResult, ProvisionResult, down, provision, status
+    from advisor.provisioning import (
+        Attempt,
+        DownResult,
+        PreflightRefused,
+        ProvisionResult,
+        boot_status,
+        down,
+        provision,
+        status,
+    )
