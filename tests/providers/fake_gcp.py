@@ -399,3 +399,29 @@ def serve(fake: FakeCompute) -> Iterator[str]:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+#: a secret's IAM policy as its creator leaves it (one owner, no accessor)
+OWNER = {"role": "roles/secretmanager.admin", "members": ["user:owner@example.com"]}
+
+
+@contextmanager
+def serving_with_secrets(fake: FakeCompute) -> Iterator[FakeCompute]:
+    """``fake`` served on 127.0.0.1 (its address as ``fake.url``) with advisor's default API-key
+    and HF-token secrets in place, as the egress and preflight tests start from."""
+    for secret in ("advisor-vllm-api-key", "advisor-hf-token"):
+        fake.secrets[secret] = {"version": 1, "etag": "BwA", "bindings": [dict(OWNER)]}
+    with serve(fake) as url:
+        fake.url = url  # type: ignore[attr-defined]
+        yield fake
+
+
+def provider_for(fake: FakeCompute) -> Any:
+    """A GcpProvider talking only to ``fake`` (anonymous credentials, no sleeping)."""
+    from google.auth.credentials import AnonymousCredentials
+
+    from advisor.clouds.gcp.compute import GcpProvider
+
+    url = fake.url  # type: ignore[attr-defined]
+    return GcpProvider(project="proj", credentials=AnonymousCredentials(), endpoint=url,
+                       iam_url=url, secretmanager_url=url, sleep=lambda _s: None)

@@ -25,7 +25,6 @@ import pytest
 
 pytest.importorskip("google.cloud.compute_v1")
 
-from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 from advisor.clouds import registry  # noqa: E402
 from advisor.clouds.base import CloudError, LaunchSpec  # noqa: E402
@@ -33,9 +32,13 @@ from advisor.clouds.gcp.compute import GcpProvider, fix_command  # noqa: E402
 from advisor.errors import UserInputError  # noqa: E402
 from advisor.provisioning import Question, down, provision  # noqa: E402
 from advisor.state import Store  # noqa: E402
-from tests.providers.fake_gcp import BASE, FakeCompute, serve  # noqa: E402
+from tests.providers.fake_gcp import (  # noqa: E402
+    BASE,
+    FakeCompute,
+    provider_for,
+    serving_with_secrets,
+)
 
-OWNER = {"role": "roles/secretmanager.admin", "members": ["user:owner@example.com"]}
 DEFAULT_NET = BASE + "projects/proj/global/networks/default"
 SUBNET = BASE + "projects/proj/regions/us-central1/subnetworks/default"
 REGION = "us-central1"
@@ -45,17 +48,13 @@ TOKEN = "gcp-secret:advisor-hf-token"
 @pytest.fixture
 def fake():
     f = FakeCompute(zones={"g2-standard-8": ["us-central1-a", "us-east4-c"]})
-    for secret in ("advisor-vllm-api-key", "advisor-hf-token"):
-        f.secrets[secret] = {"version": 1, "etag": "BwA", "bindings": [dict(OWNER)]}
-    with serve(f) as url:
-        f.url = url  # type: ignore[attr-defined]
+    with serving_with_secrets(f):
         yield f
 
 
 def gcp(fake: FakeCompute) -> GcpProvider:
-    url = fake.url  # type: ignore[attr-defined]
-    return GcpProvider(project="proj", credentials=AnonymousCredentials(), endpoint=url,
-                       iam_url=url, secretmanager_url=url, sleep=lambda _s: None)
+    provider: GcpProvider = provider_for(fake)
+    return provider
 
 
 def spec(name: str = "eg", attempt: str = "a1", region: str = REGION, ingress: bool = False,

@@ -16,15 +16,18 @@ import pytest
 
 pytest.importorskip("google.cloud.compute_v1")
 
-from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 from advisor import bootstatus  # noqa: E402
 from advisor.clouds.base import CloudError, LaunchSpec  # noqa: E402
 from advisor.clouds.gcp.compute import GcpProvider  # noqa: E402
 from advisor.state import InstanceRow  # noqa: E402
-from tests.providers.fake_gcp import BASE, FakeCompute, serve  # noqa: E402
+from tests.providers.fake_gcp import (  # noqa: E402
+    BASE,
+    FakeCompute,
+    provider_for,
+    serving_with_secrets,
+)
 
-OWNER = {"role": "roles/secretmanager.admin", "members": ["user:owner@example.com"]}
 FAMILY = ("ubuntu-os-accelerator-images", "family/ubuntu-accelerator-2204-amd64-with-nvidia-580")
 NAMES = ["credentials", "secret", "secret-access", "secret", "secret-access", "quota", "image",
          "egress"]
@@ -33,18 +36,14 @@ NAMES = ["credentials", "secret", "secret-access", "secret", "secret-access", "q
 @pytest.fixture
 def fake():
     f = FakeCompute(zones={"g2-standard-8": ["us-central1-a"]})
-    for secret in ("advisor-vllm-api-key", "advisor-hf-token"):
-        f.secrets[secret] = {"version": 1, "etag": "BwA", "bindings": [dict(OWNER)]}
     f.quotas["us-central1"] = [{"metric": "NVIDIA_L4_GPUS", "limit": 8.0, "usage": 0.0}]
-    with serve(f) as url:
-        f.url = url  # type: ignore[attr-defined]
+    with serving_with_secrets(f):
         yield f
 
 
 def gcp(fake: FakeCompute) -> GcpProvider:
-    url = fake.url  # type: ignore[attr-defined]
-    return GcpProvider(project="proj", credentials=AnonymousCredentials(), endpoint=url,
-                       iam_url=url, secretmanager_url=url, sleep=lambda _s: None)
+    provider: GcpProvider = provider_for(fake)
+    return provider
 
 
 def spec(image: str | None = None, ingress: bool = False, **options: str) -> LaunchSpec:
