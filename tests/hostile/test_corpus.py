@@ -40,11 +40,12 @@ BAD_OPTIONS = {
     "--key-vault-resource-group": [";ls", "ends-with.", "a b"],
     "--subscription": ["zz", "0000", "00000000-0000-0000-0000-00000000000g", "a;b"],
     "--image": ["ami-x;rm", "ami-123", "$(id)", "projects/x/global/images/a b", "x" * 500],
+    "--gcp-nat": ["sometimes", "AUTO", "auto;rm", "", "existing_only"],
 }
 #: option -> the cloud it belongs to (a provision needs the cloud for the option to matter)
 OPTION_CLOUD = {"--instance-profile": "aws", "--project": "gcp", "--network": "gcp",
                 "--resource-group": "azure", "--key-vault-resource-group": "azure",
-                "--subscription": "azure", "--image": "aws"}
+                "--subscription": "azure", "--image": "aws", "--gcp-nat": "gcp"}
 
 #: config.json fields -> bad values (set on a real model's config)
 BAD_CONFIG_FIELDS: dict[str, list[object]] = {
