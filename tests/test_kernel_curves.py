@@ -1,0 +1,217 @@
+"""The shipped kernel efficiency curves (src/advisor/core/kernel_curves.json) are sane and current.
+
+The file is written by benchmarks/perf/kernel_curves.py from NVIDIA aiconfigurator's measured
+vLLM kernel tables (pyarrow, calibration time only). These tests read only the JSON: no pyarrow,
+no pandas. The staleness test regenerates it, and runs only where the extract and the
+calibration venv exist (see benchmarks/perf/KERNELS.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "src" / "advisor" / "core" / "kernel_curves.json"
+SCRIPT = ROOT / "benchmarks" / "perf" / "kernel_curves.py"
+AIC = Path("/var/tmp/aic")
+KC_PYTHON = Path("/var/tmp/kc-venv/bin/python")
+COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
+TABLES_PREFIX = "aic-core/src/aiconfigurator_core/systems/data/"
+
+EFFICIENCY_CURVES = {
+    "decode_gemm": "efficiency_by_weight_mib",
+    "prefill_gemm": "efficiency_by_m",
+    "decode_attention": "efficiency_by_history",
+    "context_attention": "efficiency_by_isl",
+}
+HBM_GPUS = ["A100-80GB-SXM", "H100-SXM", "H200", "B200", "B300"]
+HOPPER_BLACKWELL = ["H100-SXM", "H200", "B200", "B300"]
+#: decode GEMM efficiency may dip this much (absolute) from one bin to the next larger one
+MONOTONE_NOISE = 0.07
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(SHIPPED.read_text())
+    return data
+
+
+def _curves(doc: dict[str, Any]):
+    for gpu, g in doc["gpus"].items():
+        for curve in (*EFFICIENCY_CURVES, "allreduce_graph"):
+            entries = {"": g[curve]} if curve == "allreduce_graph" else g[curve]
+            for dtype, entry in entries.items():
+                if entry:
+                    yield gpu, curve, dtype, entry
+
+
+def _decode_bf16(doc: dict[str, Any], gpu: str) -> dict[float, float]:
+    curve = doc["gpus"][gpu]["decode_gemm"]["bfloat16"]["efficiency_by_weight_mib"]
+    return {float(k): v for k, v in curve.items()}
+
+
+def test_source_is_pinned(doc):
+    src = doc["source"]
+    assert src["commit"] == COMMIT
+    assert src["repo"] == "https://github.com/ai-dynamo/aiconfigurator"
+    assert src["license"] == "Apache-2.0"
+    assert "benchmarks/perf/kernel_curves.py" in src["generated_by"]
+    assert doc["schema_version"] == 1
+
+
+def test_gpu_ids_are_catalog_ids(doc):
+    catalog = yaml.safe_load((ROOT / "catalogs" / "gpus.yaml").read_text())
+    ids = {g["id"] for g in catalog["gpus"]}
+    assert set(doc["gpus"]) <= ids
+    assert {"H100-SXM", "H200", "A100-80GB-SXM", "L40S", "B200"} <= set(doc["gpus"])
+    for gpu, g in doc["gpus"].items():
+        system = g["aiconfigurator_system"]
+        assert g["system_spec"]["path"].endswith(f"/{system}.yaml"), gpu
+        assert g["system_spec"]["mem_bw_bytes_s"] > 0
+
+
+def test_every_efficiency_in_unit_interval(doc):
+    count = 0
+    for gpu, curve, dtype, entry in _curves(doc):
+        if curve == "allreduce_graph":
+            continue
+        values = list(entry[EFFICIENCY_CURVES[curve]].values())
+        if "efficiency_large_m" in entry:
+            values.append(entry["efficiency_large_m"])
+        assert values, (gpu, curve, dtype)
+        for v in values:
+            assert 0 < v <= 1, (gpu, curve, dtype, v)
+            count += 1
+    assert count > 300
+
+
+def test_every_curve_names_its_tables(doc):
+    for gpu, curve, dtype, entry in _curves(doc):
+        tables = entry["tables"]
+        assert tables, (gpu, curve, dtype)
+        system = doc["gpus"][gpu]["aiconfigurator_system"]
+        for t in tables:
+            assert t["path"].startswith(f"{TABLES_PREFIX}{system}/"), t["path"]
+            assert t["path"].endswith(".parquet")
+            assert f"/vllm/{t['vllm']}/" in t["path"]
+            assert re.fullmatch(r"\d+\.\d+\.\d+", t["vllm"])
+            assert 0 < t["rows_used"] <= t["rows_total"]
+            assert t["rows_above_peak"] >= 0
+
+
+def test_no_curve_uses_a_rejected_table(doc):
+    rejected = {(r["path"], r["curve"]) for r in doc["rejected_tables"]}
+    for gpu, curve, dtype, entry in _curves(doc):
+        for t in entry["tables"]:
+            assert (t["path"], f"{curve} {dtype}") not in rejected, (gpu, curve, dtype)
+
+
+def test_h200_0_19_context_attention_is_rejected_as_above_peak(doc):
+    """The issue's known-bad table, verified: most of its rows imply more than the bf16 peak."""
+    bad = [
+        r
+        for r in doc["rejected_tables"]
+        if r["path"]
+        == f"{TABLES_PREFIX}h200_sxm/attention/vllm/0.19.0/context_attention_perf.parquet"
+    ]
+    assert {r["curve"] for r in bad} == {"context_attention bfloat16", "context_attention fp8"}
+    for r in bad:
+        assert r["rows_above_peak"] > 0.5 * r["rows"]
+    assert doc["gpus"]["H200"]["context_attention"]["bfloat16"]["tables"][0]["vllm"] == "0.24.0"
+
+
+def test_decode_gemm_efficiency_grows_with_matrix_bytes(doc):
+    for gpu, g in doc["gpus"].items():
+        for dtype, entry in g["decode_gemm"].items():
+            points = sorted((float(k), v) for k, v in entry["efficiency_by_weight_mib"].items())
+            assert len(points) >= 8, (gpu, dtype)
+            for (b0, e0), (b1, e1) in zip(points, points[1:], strict=False):
+                assert e1 >= e0 - MONOTONE_NOISE, (gpu, dtype, b0, e0, b1, e1)
+            assert points[-1][1] > 2 * points[0][1], (gpu, dtype)
+
+
+def test_decode_gemm_bf16_small_matrices_are_far_from_bandwidth(doc):
+    """Pinned from the data (the issue's 'the missing TP term'), HBM GPUs, bf16:
+    below 16 MiB per GPU at most 0.46 of HBM bandwidth; from 128 MiB at least 0.69;
+    Hopper and Blackwell at least 0.78 from 256 MiB."""
+    for gpu in HBM_GPUS:
+        curve = _decode_bf16(doc, gpu)
+        assert max(v for b, v in curve.items() if b < 16) <= 0.46, gpu
+        assert min(v for b, v in curve.items() if b >= 128) >= 0.69, gpu
+        assert curve[1] <= 0.13, gpu  # 1 MiB: a 70B layer's slice at high TP
+    for gpu in HOPPER_BLACKWELL:
+        curve = _decode_bf16(doc, gpu)
+        assert min(v for b, v in curve.items() if b >= 256) >= 0.78, gpu
+
+
+def test_prefill_fp8_is_further_from_its_peak_than_bf16(doc):
+    """One 0.65 for every GPU and dtype is wrong both ways: bf16 0.6-0.85, fp8 lower everywhere."""
+    for gpu, g in doc["gpus"].items():
+        pre = g["prefill_gemm"]
+        assert 0.6 <= pre["bfloat16"]["efficiency_large_m"] <= 0.85, gpu
+        if "fp8" in pre:
+            assert pre["fp8"]["efficiency_large_m"] < pre["bfloat16"]["efficiency_large_m"], gpu
+
+
+def test_allreduce_grows_with_bytes_and_pcie_is_slower(doc):
+    for gpu, g in doc["gpus"].items():
+        ar = g["allreduce_graph"]["latency_us_by_gpus_and_bytes"]
+        assert set(ar) >= {"2", "4", "8"}, gpu
+        for n, row in ar.items():
+            lat = [row[k] for k in sorted(row, key=int)]
+            assert all(v > 0 for v in lat)
+            assert lat[-1] > 10 * lat[0], (gpu, n)
+    l40s = doc["gpus"]["L40S"]["allreduce_graph"]
+    h100 = doc["gpus"]["H100-SXM"]["allreduce_graph"]
+    assert l40s["interconnect"].startswith("pcie") and h100["interconnect"].startswith("nvlink")
+    mib64 = str(64 << 20)
+    for n in ("4", "8"):
+        assert (
+            l40s["latency_us_by_gpus_and_bytes"][n][mib64]
+            > 10 * h100["latency_us_by_gpus_and_bytes"][n][mib64]
+        )
+
+
+def test_runtime_modules_do_not_import_parquet_readers():
+    pattern = re.compile(r"^\s*(import|from)\s+(pyarrow|pandas|polars|fastparquet)\b", re.M)
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "src" / "advisor").rglob("*.py")
+        if pattern.search(p.read_text())
+    ]
+    assert offenders == []
+    code = (
+        "import sys; from advisor.cli import main; rc = main(['recommend', '--model', "
+        "'llama-3-8b', '--ctx', '8192', '--json']); bad = [m for m in sys.modules if "
+        "m.split('.')[0] in ('pyarrow', 'pandas', 'polars', 'fastparquet')]; "
+        "print(bad, file=sys.stderr); sys.exit(1 if bad or rc else 0)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(
+    not (AIC.is_dir() and KC_PYTHON.exists()),
+    reason=f"needs the aiconfigurator extract at {AIC} and the calibration venv {KC_PYTHON} "
+    "(pyarrow); see benchmarks/perf/KERNELS.md",
+)
+def test_shipped_curves_are_not_stale():
+    r = subprocess.run(
+        [str(KC_PYTHON), str(SCRIPT), "--aic", str(AIC), "--out", str(SHIPPED), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
