@@ -11,6 +11,19 @@ from typer.testing import CliRunner, Result
 
 from advisor.cli import app
 
+#: the slow tier, by path (relative to tests/): whole folders or files whose tests take
+#: minutes together (moto fault sweeps, lease races, booted containers, the hostile corpus's
+#: hundreds of CLI runs, the real lock install). `pytest -m "not slow"` leaves them out.
+SLOW = ("faults/", "boot/", "hostile/", "test_name_lock.py", "test_lock_install.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        rel = Path(str(item.path)).relative_to(here).as_posix()
+        if rel.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
 #: a minimal, valid user catalog entry: one private box with a GPU of the bundled catalog
 PRIVATE_BOX = """
     schema_version: 1
