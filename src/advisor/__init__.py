@@ -62,6 +62,12 @@ _LAZY: dict[str, tuple[str, str]] = {
     "FitRequest": ("advisor.core.sizing", "FitRequest"),
     "MemoryFit": ("advisor.core.sizing", "MemoryFit"),
     "FleetOption": ("advisor.core.fleets", "FleetOption"),
+    "FleetMiss": ("advisor.core.fleets", "FleetMiss"),
+    "Plan": ("advisor.core.layouts", "Plan"),
+    "Replica": ("advisor.core.layouts", "Replica"),
+    "LaunchLine": ("advisor.render.local", "LaunchLine"),
+    "Deployment": ("advisor.state", "Deployment"),
+    "CloudError": ("advisor.clouds.base", "CloudError"),
     "PerfEstimate": ("advisor.core.perf", "PerfEstimate"),
     "Attempt": ("advisor.provisioning", "Attempt"),
     "DownResult": ("advisor.provisioning", "DownResult"),
@@ -80,16 +86,20 @@ __all__ = [
     "Attempt",
     "Catalog",
     "CatalogError",
+    "CloudError",
     "Constraints",
     "Cpu",
     "DEFAULT_VLLM_VERSION",
+    "Deployment",
     "DoctorReport",
     "DownResult",
     "EngineProfile",
     "FitRequest",
+    "FleetMiss",
     "FleetOption",
     "Gpu",
     "InstanceType",
+    "LaunchLine",
     "MemoryFit",
     "ModelAlias",
     "ModelConfigError",
@@ -97,13 +107,15 @@ __all__ = [
     "NotFoundError",
     "OperationError",
     "PerfEstimate",
+    "Plan",
+    "PreflightRefused",
     "Problem",
     "Provenance",
-    "PreflightRefused",
     "ProvisionResult",
     "Recommendation",
     "Rejection",
     "RenderResult",
+    "Replica",
     "Request",
     "Ticket",
     "Topology",
@@ -161,9 +173,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from advisor.catalog.loader import load as load_catalog
     from advisor.catalog.loader import validate as validate_catalog
     from advisor.catalog.schema import Cpu, Gpu, InstanceType, ModelAlias, Provenance
+    from advisor.clouds.base import CloudError
     from advisor.core.engine import DEFAULT_VLLM_VERSION, EngineProfile
     from advisor.core.engine import profile as engine_profile
-    from advisor.core.fleets import FleetOption
+    from advisor.core.fleets import FleetMiss, FleetOption
+    from advisor.core.layouts import Plan, Replica
     from advisor.core.model import ModelSpec, spec_from_config
     from advisor.core.perf import PerfEstimate
     from advisor.core.ranking import Constraints, Recommendation, Rejection, Request
@@ -192,3 +206,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
         provision,
         status,
     )
+    from advisor.render.local import LaunchLine
+    from advisor.state import Deployment

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from advisor.core.ranking import Recommendation, Rejection
     from advisor.core.sizing import MemoryFit
     from advisor.host.topology import Topology
+    from advisor.render.local import LaunchLine
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -92,13 +93,26 @@ def finite(name: str, value: float | None, *, low: float | None = 0.0,
 class RenderResult(BaseModel):
     """What :func:`render_files` laid out: the instance, its layout and the files by name."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-    instance: Any
-    plan: Any
+    model_config = ConfigDict(frozen=True)
+    instance: InstanceType
+    plan: Plan
     files: dict[str, str]
     #: ``target="local"``: each replica's command line as the launcher will run it on the
-    #: probed host (:class:`~advisor.render.local.LaunchLine`)
-    commands: list[Any] = []
+    #: probed host
+    commands: list[LaunchLine] = []
+
+
+def _render_result(**fields: Any) -> RenderResult:
+    """A RenderResult; its field types are imported here, not when ``advisor.api`` loads (the
+    start-up of ``recommend`` does not pay for the renderers)."""
+    if not RenderResult.__pydantic_complete__:
+        from advisor.catalog.schema import InstanceType
+        from advisor.core.layouts import Plan
+        from advisor.render.local import LaunchLine
+
+        RenderResult.model_rebuild(_types_namespace={
+            "InstanceType": InstanceType, "Plan": Plan, "LaunchLine": LaunchLine})
+    return RenderResult(**fields)
 
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -564,8 +578,8 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         from advisor.render.local import launch_lines, render_local
 
         files = render_local(inst, plan, req)
-        return RenderResult(instance=inst, plan=plan, files=files,
-                            commands=launch_lines(files, topo))
+        return _render_result(instance=inst, plan=plan, files=files,
+                              commands=launch_lines(files, topo))
     else:
         if inst.provider in CLOUDS:
             from advisor.render.envlock import check_pairing, image_python
@@ -574,5 +588,5 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
             check_pairing(inst.provider, None, vllm_version)
             req = req.model_copy(update={"python": image_python(inst.provider)})
         files = render(inst, plan, req)
-    return RenderResult(instance=inst, plan=plan, files=files)
+    return _render_result(instance=inst, plan=plan, files=files)
 
