@@ -189,6 +189,31 @@ def test_tp4_spanning_nodes(tmp_path):
         "CUDA_VISIBLE_DEVICES + worker rank"}
 
 
+def test_pipeline_stages_are_told_apart_by_their_pp_rank(tmp_path):
+    """TP 2 x PP 2 on GPUs 2-5 (2, 3 on node 0; 4, 5 on node 1), device files unreadable, each
+    stage pinned to its own GPUs' node: Worker_PP1_TP0 drives the visible GPU at local rank
+    1 x 2 + 0 = 4. Taking it for TP rank 0 alone would put stage 1 on node 0's GPUs and call a
+    correctly bound server misbound."""
+    argv = [*SERVE, "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]
+    env = {**KEYED, "CUDA_VISIBLE_DEVICES": "2,3,4,5"}
+    procs = [FakeProc(pid=100, argv=argv, env=env, cpus="0-15"),
+             FakeProc(pid=101, ppid=100, argv=["VLLM::EngineCore"], env=env, cpus="0-15")]
+    for pp in range(2):
+        for r in range(2):
+            node = pp  # stage 0 on node 0 (cpus 0-7), stage 1 on node 1 (cpus 8-15)
+            procs.append(FakeProc(pid=110 + 2 * pp + r, ppid=101,
+                                  argv=[f"VLLM::Worker_PP{pp}_TP{r}"], env=env,
+                                  cpus=NODES[node], mems=str(node),
+                                  maps=[(f"bind:{node}", {node: 50})]))
+    root = host(tmp_path, procs)
+    report = diagnose(proc_root=root, sysfs_root=root)
+    s = report.servers[0]
+    assert (s.tp, s.pp) == (2, 2) and s.gpus == [2, 3, 4, 5]
+    assert [p.gpus for p in s.processes if p.role == "worker"] == [[2], [3], [4], [5]]
+    assert "cpus-off-node" not in codes(report)
+    assert codes(report, "error") == []
+
+
 def test_numa_bind_flag_is_seen(tmp_path):
     root = host(tmp_path, _tp4("0-15", ["--numa-bind"]))
     report = diagnose(proc_root=root, sysfs_root=root)

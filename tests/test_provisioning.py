@@ -156,6 +156,34 @@ def test_failover_order_zone_then_region(tmp_path):
     assert p.terminated == ["us-east-1"]  # the empty region's firewall was removed
 
 
+def test_a_region_whose_cleanup_failed_stays_in_the_state_for_down(tmp_path):
+    """Region A's attempt fails and so does removing its firewall; region B's attempt fails and
+    its firewall is removed; C launches. The state must still list A's firewall (``down``
+    deletes what the state lists) and no longer B's: forgetting is per region, not the whole
+    deployment's."""
+
+    class StickyEast(Scripted):
+        def terminate(self, deployment, region):
+            if region == "us-east-1":
+                raise CloudError("aws", "DependencyViolation", "sg in use", "region")
+            return super().terminate(deployment, region)
+
+    p = StickyEast({"us-east-1": ["us-east-1a"], "us-east-2": ["us-east-2a"],
+                    "us-west-2": ["us-west-2a"]},
+                   {"us-east-1a": _cap("a"), "us-east-2a": _cap("b")})
+    store = Store(tmp_path / "s.db")
+    res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                    instance="aws:g6e.2xlarge", name="sticky",
+                    regions=["us-east-1", "us-east-2", "us-west-2"], providers={"aws": p},
+                    store=store)
+    assert [a.outcome for a in res.attempts] == ["capacity", "capacity", "launched"]
+    assert p.terminated == ["us-east-2"]
+    assert sorted(r.id for r in store.require("sticky").resources) == ["sg-us-east-1",
+                                                                       "sg-us-west-2"]
+    assert any(e.kind == "cleanup-failed" and "us-east-1" in e.message
+               for e in store.events("sticky"))
+
+
 def test_denied_provider_is_not_asked_again(tmp_path):
     denied = CloudError("aws", "UnauthorizedOperation", "no", "provider")
     p = Scripted({"us-east-1": ["us-east-1a"], "us-west-2": ["us-west-2a"]},

@@ -403,3 +403,19 @@ def test_physical_cores_numa_domains_and_bandwidth_rounding():
                   0)[0] == "host-heavy"
     assert view(box, 1, 0, "aligned", 140.8 / 6).memory_bandwidth_gb_s_per_gpu == 23.5
     assert view(box, 1, 0, "aligned", None).memory_bandwidth_gb_s_per_gpu is None
+
+
+def test_the_numa_weight_also_chooses_the_layout_inside_an_instance(monkeypatch):
+    """p4d.24xlarge: 8 x A100 over two NUMA nodes (GPUs 0-3 on node 0, 4-7 on node 1). Serving
+    a 72B model with 8 GB of weights offloaded to host memory is host-heavy, so TP 8 (spans
+    both nodes) carries the 0.5 weight and two NUMA-local TP 4 replicas do not. The same
+    question with every weight set to 0 picks TP 8: the weight, not the raw figure, decides."""
+    q: dict[str, Any] = dict(cpu_offload_gb=8.0, batch=True, instances=["aws:p4d.24xlarge"])
+    rec = advisor.recommend("qwen2.5-72b", 8192, **q)[0]
+    assert rec.host.regime == "host-heavy"
+    assert (rec.plan.tp, rec.plan.replicas, rec.plan.alignment) == (4, 2, "aligned")
+    assert NUMA_WEIGHT["host-heavy"]["spans-nodes"] > 0
+    monkeypatch.setattr("advisor.core.host.NUMA_WEIGHT",
+                        {k: dict.fromkeys(v, 0.0) for k, v in NUMA_WEIGHT.items()})
+    unweighted = advisor.recommend("qwen2.5-72b", 8192, **q)[0]
+    assert (unweighted.plan.tp, unweighted.plan.alignment) == (8, "spans-nodes")

@@ -445,3 +445,29 @@ def test_reporter_events_and_the_kept_state(tmp_path):
                 "x" * 5000 + "\nsecond line")
     ev = parse_event(long.stdout)
     assert ev is not None and ev.tail == "x" * TAIL_MAX and long.stdout.count("\n") == 1
+
+
+# --- the start-up budget follows the weights a replica downloads ----------------------------
+
+
+@pytest.mark.parametrize(("model", "instance"), [("qwen2.5-72b", "aws:p5.48xlarge"),
+                                                 ("qwen3-8b", "aws:g6e.2xlarge")])
+def test_start_timeout_covers_the_replicas_weights_at_the_stated_rate(model, instance):
+    """A replica may take START_FIXED_S plus its weights (bf16, its TP x PP GPUs together) pulled
+    at START_DOWNLOAD_MIB_S; the unit's TimeoutStartSec and the health check's tries (one per
+    2 s) both carry it. Weight bytes are counted here from the parameter count, not by the code
+    under test: a GiB/MiB slip makes a 72B replica time out while still downloading."""
+    from advisor.render.cloudinit import START_DOWNLOAD_MIB_S, START_FIXED_S
+
+    r = advisor.render_files(model, 8192, instance=instance,
+                             api_key_ref="aws-ssm:/advisor/key", allow_small_host=True)
+    spec = advisor.model_spec(model)
+    assert spec.torch_dtype == "bfloat16"
+    replica_bytes = spec.param_counts()["total"] * 2  # the whole model: one replica holds it all
+    need_s = START_FIXED_S + replica_bytes / (START_DOWNLOAD_MIB_S * 2**20)
+    timeout = int(re.search(r"TimeoutStartSec=(\d+)", r.files["vllm@.service"]).group(1))
+    assert max(1800, need_s) <= timeout <= max(1800, need_s) + 60 + 1
+    tries = int(re.search(r"ADVISOR_HEALTH_TRIES=(\d+)", r.files["env/vllm-0.env"]).group(1))
+    assert tries == timeout // 2
+    if model == "qwen2.5-72b":  # 135 GiB at 50 MiB/s is 46 min: more than the 30 min floor
+        assert timeout > 3600
