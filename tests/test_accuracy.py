@@ -1,7 +1,9 @@
 """The accuracy the README claims, held as a regression test over benchmarks/accuracy/logs.yaml.
 
 The issue's targets, for vLLM >= 0.10 on GPUs of 40 GB or more: weights within 1%, KV-cache
-tokens median error <= 3% and worst <= 10%. The logs are public; see their sources there.
+tokens median error <= 3% and worst <= 10%; issue 28's for the whole fit: KV tokens p90 <= 3%
+and worst <= 6%, on every log and on the held-out ones. The logs are public; see their
+sources there.
 """
 
 from __future__ import annotations
@@ -35,18 +37,20 @@ KNOWN_MISSES = {
     ("gpt-oss-20b-h100-tp2-v019", "weights_gib"):
         "MXFP4 experts at TP 2: 7.01 GiB logged vs 6.42 (TP 1 is within 0.4%); vLLM's MXFP4 "
         "kernels pad the split expert dimension, which advisor does not model",
-    ("llama4-scout-h100-tp4-v019", "weights_gib"):
-        "the vision tower is not in the config advisor reads (the quoted config stops at the "
-        "text part)",
-    ("llama4-scout-h100-tp4-v019", "kv_tokens_full_fit"):
-        "follows from the missing vision-tower weights (the KV from the logged memory is exact)",
 }
 
-#: logs the engine rules' activation figures were fitted on (src/advisor/core/engine.py names
-#: them): their full-fit errors are in-sample, so the targets are also held without them
-FITTED = {"qwen3-32b-h100-tp1-v011", "llama33-70b-fp8-h100-tp2-v011", "llama31-8b-h100-tp1-v019",
-          "qwen25-7b-h100-tp1-v019", "phi-4-h100-tp1-v019", "gemma2-9b-h100-tp1-v019",
-          "llama31-8b-h100-0921"}
+#: logs a constant of the engine rules was read or fitted on (their ``fitted`` field in
+#: logs.yaml; src/advisor/core/engine.py names them): their full-fit errors are in-sample, so
+#: the targets are also held without them
+FITTED = {r["id"] for r in ROWS if r["fitted"]}
+
+
+def test_the_fitted_logs_are_the_ones_the_engine_rules_name():
+    assert len(FITTED) == 14
+    # every entry the rules were fitted on is named in the rules' sources, and the Scout log,
+    # whose vision tower and rotary cache are derived from its config, is not among them
+    assert "llama4-scout-h100-tp4-v019" not in FITTED
+    assert {"llama31-8b-h100-tp2-v019", "qwen25-7b-h100-tp2-v019"} <= FITTED
 
 
 def _errs(check: str, *, known: bool = False) -> list[float]:
@@ -60,9 +64,10 @@ def test_weights_within_one_percent_except_the_known_misses():
 
 
 def test_kv_tokens_meet_the_targets():
-    """Issue 16's targets for the full fit (KV tokens from the GPU's total memory): median
-    <= 2%, no systematic over-prediction (signed median within +-1%), p90 <= 5%; the worst
-    is held at 10% outside the listed misses. From the logged KV memory: within 0.1%."""
+    """Issue 16's and 28's targets for the full fit (KV tokens from the GPU's total memory):
+    median <= 2%, no systematic over-prediction (signed median within +-1%), p90 (nearest
+    rank) <= 3% and worst <= 6%, on every log and on the held-out ones. From the logged KV
+    memory: within 0.1%."""
     import math
     import statistics
 
@@ -71,14 +76,15 @@ def test_kv_tokens_meet_the_targets():
     assert len(every) >= 20
     assert statistics.median(every) <= 2.0
     assert abs(statistics.median(signed + _errs("kv_tokens_full_fit", known=True))) <= 1.0
-    mine = sorted(abs(e) for e in signed)
-    assert mine[math.ceil(0.9 * len(mine)) - 1] <= 5.0 and mine[-1] <= 10.0
+    assert every[math.ceil(0.9 * len(every)) - 1] <= 3.0 and every[-1] <= 6.0
     # out of sample: the logs no activation figure was fitted on
     held = sorted(abs(r["checks"]["kv_tokens_full_fit"][2]) for r in ROWS
                   if "kv_tokens_full_fit" in r["checks"] and r["id"] not in FITTED
                   and (r["id"], "kv_tokens_full_fit") not in KNOWN_MISSES)
     assert len(held) >= 15 and statistics.median(held) <= 2.0
-    assert held[math.ceil(0.9 * len(held)) - 1] <= 5.0 and held[-1] <= 5.0
+    assert held[math.ceil(0.9 * len(held)) - 1] <= 3.0 and held[-1] <= 6.0
+    assert SUMMARY["held-out/kv_tokens_full_fit"]["p90_pct"] == round(
+        held[math.ceil(0.9 * len(held)) - 1], 2)
     target = SUMMARY["target/kv_tokens_from_logged_memory"]
     assert target["median_pct"] <= 0.1 and target["worst_pct"] <= 0.1
 

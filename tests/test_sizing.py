@@ -39,11 +39,13 @@ def test_cuda_graphs_are_charged_from_0_21():
     req = FitRequest(gpu_memory_gib=79.25, gpu_name="H100", max_model_len=8192)
     old, new = fit(s, req, profile("0.11.0")), fit(s, req, profile("0.21.0"))
     assert not old.cuda_graph_charged and new.cuda_graph_charged
-    # the graphs come out of the budget; the smaller 0.21 sampler peak gives some back
+    # the graphs come out of the budget; the smaller 0.21 sampler peak gives some back, and
+    # the TP 1 non-torch memory grew from 0.13 to 0.25 GiB in 0.18 (engine rules)
     gained = old.activation_gib - new.activation_gib
     assert gained > 0
-    assert old.kv_cache_gib - new.kv_cache_gib == pytest.approx(new.cuda_graph_gib - gained,
-                                                                abs=1e-3)
+    assert (old.non_torch_gib, new.non_torch_gib) == (0.13, 0.25)
+    assert old.kv_cache_gib - new.kv_cache_gib == pytest.approx(
+        new.cuda_graph_gib - gained + new.non_torch_gib - old.non_torch_gib, abs=1e-3)
 
 
 def test_tp_splits_weights_and_replicates_kv_heads():
@@ -143,3 +145,72 @@ def test_kv_per_token_never_grows_with_tp(alias):
     sizes = [t for t in (1, 2, 4, 8, 16) if s.num_heads % t == 0]
     per = [kv_bytes_per_token_per_layer(s, t, 2.0) for t in sizes]
     assert all(b <= a for a, b in zip(per, per[1:], strict=False))
+
+
+# -- multimodal towers and TP-dependent non-torch memory (issue 28) ----------------------------
+SCOUT_CFG = __import__("json").loads(
+    (__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy"
+     / "configs" / "llama-4-scout-17b-16e-instruct.json").read_text())
+
+
+def test_llama4_scout_vision_tower_is_counted_from_its_vision_config():
+    scout = spec_from_config(SCOUT_CFG, "scout")
+    assert scout.vision is not None and scout.vision.model_type == "llama4_vision_model"
+    # the vision rows of the published per-module table of Llama-4-Scout-17B-16E
+    assert scout.vision.linear_params + scout.vision.replicated_params == 871_932_416
+    text_only = spec_from_config({k: v for k, v in SCOUT_CFG.items() if k != "vision_config"},
+                                 "scout-text")
+    assert text_only.vision is None
+    # the linear layers are split over TP, the norms, embeddings and row biases are not
+    for tp in (1, 2, 4, 8):
+        extra = weights_per_gpu(scout, tp, 1, 2.0)[0] - weights_per_gpu(text_only, tp, 1, 2.0)[0]
+        assert extra == (scout.vision.linear_params / tp + scout.vision.replicated_params) * 2
+    assert scout.vision.replicated_params == 1_106_688
+    # derived, not a constant: a tower of half the layers is about half the size
+    half = spec_from_config({**SCOUT_CFG, "vision_config": {
+        **SCOUT_CFG["vision_config"], "num_hidden_layers": 17}}, "half")
+    assert half.vision is not None
+    assert half.vision.linear_params < 0.6 * scout.vision.linear_params
+    # every PP stage builds the tower
+    staged = weights_per_gpu(scout, 1, 2, 2.0)
+    staged_text = weights_per_gpu(text_only, 1, 2, 2.0)
+    assert all(a - b == pytest.approx(sum(scout.vision.model_dump(
+        include={"linear_params", "replicated_params"}).values()) * 2)
+        for a, b in zip(staged, staged_text, strict=True))
+
+
+def test_llama4_scout_instruct_weights_match_the_log():
+    """Model loading took 53.12 GiB per rank at TP 4 (llm-d-planner's vLLM 0.19 Scout log):
+    the text weights, 1/4 of the vision tower, and the rotary cos/sin cache, which the
+    Instruct config's max_position_embeddings of 10485760 makes 2.5 GiB."""
+    scout = spec_from_config(SCOUT_CFG, "scout")
+    assert scout.max_position_embeddings == 10485760
+    w = weights_per_gpu(scout, 4, 1, 2.0)[0] / GIB
+    assert w == pytest.approx(53.12, rel=0.002)
+    base = spec_from_config({**SCOUT_CFG, "text_config": {
+        **SCOUT_CFG["text_config"], "max_position_embeddings": 262144}}, "base")
+    rotary = (10485760 - 262144) * 128 * 2 / GIB
+    assert w - weights_per_gpu(base, 4, 1, 2.0)[0] / GIB == pytest.approx(rotary)
+
+
+def test_non_torch_memory_grows_with_tp_as_aiconfigurator_records():
+    """NCCL's buffers per rank: 342 MB at TP 2, 392 MB at TP 4 and 8 (aiconfigurator's
+    systems/*.yaml misc.nccl_mem), on top of the release's TP 1 figure and its all-reduce
+    extra; PP alone adds none."""
+    from advisor.core.engine import NCCL_MEM_BYTES_BY_TP, nccl_gib
+    assert NCCL_MEM_BYTES_BY_TP == {1: 0, 2: 358612992, 4: 411041792, 8: 411041792}
+    eng = profile("0.19.0")
+    nt = {tp: eng.non_torch(tp) for tp in (1, 2, 3, 4, 8, 16)}
+    assert nt[1] == 0.25
+    assert nt[2] == pytest.approx(0.25 + 358612992 / GIB + 1.48)
+    assert nt[4] - nt[2] == pytest.approx((411041792 - 358612992) / GIB)
+    assert nt[1] < nt[2] == nt[3] < nt[4] == nt[8] == nt[16]
+    assert nccl_gib(1) == 0.0 and nccl_gib(16) == nccl_gib(8)
+    # the fit charges it by TP, not by TP x PP
+    s = SPECS["llama-3.1-8b"]
+    req = dict(gpu_memory_gib=79.19, gpu_name="H100", max_model_len=8192)
+    assert fit(s, FitRequest(**req, pp=2), eng).non_torch_gib == 0.25
+    assert fit(s, FitRequest(**req, tp=4), eng).non_torch_gib == round(nt[4], 4)
+    assert fit(s, FitRequest(**req, tp=2, pp=2), eng).non_torch_gib == round(nt[2], 4)
+    # vLLM 0.11 printed 0.14 at TP 1 and 0.54 at TP 2 for Qwen3-32B
+    assert round(profile("0.11.0").non_torch(2), 2) == 0.53

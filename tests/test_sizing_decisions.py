@@ -176,10 +176,14 @@ def expected_gemma3_fit(engine, max_len: int, gpu_gib: float = 24, util: float =
     """(num_blocks, kv GiB) of fixture-gemma3-1b on one GPU, by hand."""
     weights = weights_per_gpu(G3, 1, 1, 2.0)[0]  # pinned by hand above
     assert weights == 2_016_402_688
-    # the profiling peak: 0.134 GiB + 256 sequences (an L4) x 262144 vocab x 38.2 bytes
-    act = engine.activation_base_gib + 256 * 262144 * engine.sampler_bytes_per_seq_vocab / GIB
-    assert engine.sampler_bytes_per_seq_vocab == 38.2
-    kv_gib = gpu_gib * util - weights / GIB - act - 0.25  # 0.25 GiB non-torch, no NCCL at TP 1
+    # the profiling peak: 0.0525 GiB + the dummy run's 2048 tokens (an L4) x 1152 wide x 2
+    # bytes + 256 sequences x 262144 vocab x 38.06 bytes
+    act = (engine.activation_base_gib + 2048 * 1152 * 2 / GIB
+           + 256 * 262144 * engine.sampler_bytes_per_seq_vocab / GIB)
+    assert (engine.activation_base_gib, engine.sampler_bytes_per_seq_vocab) == (0.0525, 38.06)
+    # non-torch memory at TP 1, no NCCL: 0.13 GiB from 0.11, 0.25 before 0.10 (engine rules)
+    nt = {"0.11.0": 0.13, "0.9.0": 0.25}[engine.version]
+    kv_gib = gpu_gib * util - weights / GIB - act - nt
     group = 4 if engine.hybrid_kv_allocator else 26
     return int((kv_gib * GIB) // (16 * 1024 * group)), kv_gib, act
 
@@ -189,7 +193,7 @@ def test_hybrid_fit_on_an_l4(engine):
     r = fit(G3, FitRequest(gpu_memory_gib=24, gpu_name="NVIDIA L4", max_model_len=8192), engine)
     blocks, kv_gib, act = expected_gemma3_fit(engine, 8192)
     assert r.activation_gib == round(act, 4)
-    assert r.budget_gib == 21.6 and r.non_torch_gib == 0.25
+    assert r.budget_gib == 21.6 and r.non_torch_gib == engine.non_torch_gib
     assert r.cuda_graph_gib == 0.36 and not r.cuda_graph_charged  # 0.1 + 0.01 x 26 layers
     assert r.kv_cache_gib == round(kv_gib, 4)
     assert (r.max_num_batched_tokens, r.max_num_seqs) == (2048, 256)  # a GPU under 70 GiB
@@ -226,18 +230,22 @@ def test_fits_exactly_at_one_request():
 
 def test_more_gpus_add_nccl_and_cuda_graphs_from_0_21():
     r = fit(G3, FitRequest(gpu_memory_gib=24, gpu_name="L4", tp=2, max_model_len=8192), NEW)
-    assert r.non_torch_gib == 0.55  # 0.25 + 0.3 of NCCL buffers
+    # 0.13 at TP 1 + NCCL's 342 MB at TP 2 (aiconfigurator's nccl_mem) + 0.07 of vLLM 0.11
+    assert r.non_torch_gib == round(0.13 + 358612992 / GIB + 0.07, 4) == 0.534
+    # PP alone adds no all-reduce buffers: the TP 1 figure
     staged = fit(G3, FitRequest(gpu_memory_gib=24, gpu_name="L4", pp=2, max_model_len=8192),
                  NEW)
-    assert staged.non_torch_gib == 0.55
+    assert staged.non_torch_gib == 0.13
     assert staged.cuda_graph_gib == 0.23  # 13 layers on the stage: 0.1 + 0.13
     new = fit(G3, FitRequest(gpu_memory_gib=24, gpu_name="L4", max_model_len=8192),
               profile("0.21.0"))
     _, kv_gib, act = expected_gemma3_fit(NEW, 8192)
-    # 0.21 charges the graphs and its sampler peak is 10.68 bytes per sequence x vocab entry
-    act21 = 0.134 + 256 * 262144 * 10.68 / GIB
+    # 0.21 charges the graphs, its sampler peak is 10.83 bytes per sequence x vocab entry, and
+    # its TP 1 non-torch memory is 0.25 GiB (0.13 in 0.11)
+    act21 = 0.0525 + 2048 * 1152 * 2 / GIB + 256 * 262144 * 10.83 / GIB
     assert new.activation_gib == round(act21, 4)
-    assert new.cuda_graph_charged and new.kv_cache_gib == round(kv_gib + act - act21 - 0.36, 4)
+    assert new.cuda_graph_charged and new.kv_cache_gib == round(
+        kv_gib + act - act21 - 0.36 - (0.25 - 0.13), 4)
     # big GPUs that are not A100s get the bigger batch defaults from 0.10
     big = fit(G3, FitRequest(gpu_memory_gib=80, gpu_name="H100", max_model_len=8192), NEW)
     assert (big.max_num_batched_tokens, big.max_num_seqs) == (8192, 1024)
@@ -262,28 +270,36 @@ def test_the_worst_stage_decides():
 
 # -- the other formulas -------------------------------------------------------------------------
 def test_activation_peak_formula():
-    """base + max_num_seqs x vocab x the release's sampler bytes (engine rules), MoE on top."""
-    # vLLM 0.11: 0.134 GiB + 256 x 128256 x 38.2 B
+    """base + the dummy run's hidden states (tokens x hidden x dtype bytes) + max_num_seqs x
+    vocab x the release's sampler bytes (engine rules), MoE on top."""
+    # vLLM 0.11: 0.0525 GiB + 2048 x 4096 x 2 B + 256 x 128256 x 38.06 B
+    width = 2048 * 4096 * 2 / GIB
     assert activation_gib(LLAMA, NEW, 2048, 1, 2.0, 256) == pytest.approx(
-        0.134 + 256 * 128256 * 38.2 / GIB, abs=1e-12)
-    # the logits are fp32 whatever the model's dtype: no change with activation bytes
-    assert activation_gib(LLAMA, NEW, 2048, 1, 4.0, 256) == activation_gib(
-        LLAMA, NEW, 2048, 1, 2.0, 256)
+        0.0525 + width + 256 * 128256 * 38.06 / GIB, abs=1e-12)
+    # the logits are fp32 whatever the model's dtype: only the hidden states double in fp32
+    assert activation_gib(LLAMA, NEW, 2048, 1, 4.0, 256) - activation_gib(
+        LLAMA, NEW, 2048, 1, 2.0, 256) == pytest.approx(width)
     # four times the sequences, four times the sampler's share
-    four = activation_gib(LLAMA, NEW, 2048, 1, 2.0, 1024) - 0.134
-    assert four == pytest.approx(4 * (activation_gib(LLAMA, NEW, 2048, 1, 2.0, 256) - 0.134))
-    # the releases' sampler bytes: 38.2 to 0.16, 14.39 from 0.17, 10.68 from 0.21
-    for version, per in (("0.16.0", 38.2), ("0.17.0", 14.39), ("0.19.0", 14.39),
-                         ("0.21.0", 10.68)):
+    four = activation_gib(LLAMA, NEW, 2048, 1, 2.0, 1024) - 0.0525 - width
+    assert four == pytest.approx(
+        4 * (activation_gib(LLAMA, NEW, 2048, 1, 2.0, 256) - 0.0525 - width))
+    # the releases' sampler bytes: 38.06 to 0.16, 14.51 from 0.17, 10.83 from 0.21
+    for version, per in (("0.16.0", 38.06), ("0.17.0", 14.51), ("0.19.0", 14.51),
+                         ("0.21.0", 10.83)):
         assert profile(version).sampler_bytes_per_seq_vocab == per, version
-    # width does not enter: a 70B (8192 wide) and an 8B with the same vocabulary peak alike
+    # width enters through the dummy run's hidden states: at vLLM 0.19's 8192 tokens a 70B
+    # (8192 wide) peaks 8192 x 4096 x 2 B = 0.0625 GiB above an 8B of the same vocabulary,
+    # the 0.07 GiB the 0.19 logs show (Llama-3.3-70B 1.96 vs Llama-3.1-8B 1.89)
     wide = spec(hidden_size=8192, num_attention_heads=64, vocab_size=128256)
-    assert activation_gib(wide, NEW, 2048, 1, 2.0, 256) == activation_gib(
-        LLAMA, NEW, 2048, 1, 2.0, 256)
+    v19 = profile("0.19.0")
+    assert activation_gib(wide, v19, 8192, 1, 2.0, 1024) - activation_gib(
+        LLAMA, v19, 8192, 1, 2.0, 1024) == pytest.approx(0.0625)
+    assert round(activation_gib(LLAMA, v19, 8192, 1, 2.0, 1024), 2) == 1.89
+    assert round(activation_gib(wide, v19, 8192, 1, 2.0, 1024), 2) == 1.95
     # MoE: tokens x top-k x (3 x expert width / TP + hidden) x bytes, on top of the dense part
     moe = spec(num_local_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024,
                hidden_size=4096, vocab_size=32000)
-    dense = 0.134 + 256 * 32000 * 38.2 / GIB
+    dense = 0.0525 + width + 256 * 32000 * 38.06 / GIB
     extra = 2048 * 2 * (3 * 1024 / 2 + 4096) * 2 / GIB
     assert activation_gib(moe, NEW, 2048, 2, 2.0, 256) == pytest.approx(dense + extra,
                                                                         abs=1e-12)
@@ -469,6 +485,6 @@ def test_the_fit_reports_its_peak_and_offload_to_four_decimals():
     qwen_vocab = spec(vocab_size=151936)
     r = fit(qwen_vocab, FitRequest(gpu_memory_gib=24, gpu_name="NVIDIA L4", max_model_len=8192,
                                    cpu_offload_gib=1 / 30), NEW)
-    act = 0.134 + 256 * 151936 * 38.2 / GIB  # 1.517770... GiB
+    act = 0.0525 + 2048 * 512 * 2 / GIB + 256 * 151936 * 38.06 / GIB  # 1.43315... GiB
     assert r.activation_gib == round(act, 4) != round(act, 5)
     assert r.cpu_offload_gib == 0.0333  # of 0.32 GiB of weights

@@ -7,8 +7,10 @@ For every log in logs.yaml it predicts, from the model's config.json and the lau
   * KV tokens from the logged KV memory  vs "GPU KV cache size: N tokens"  (block arithmetic)
   * max concurrency from those blocks    vs "Maximum concurrency for L tokens per request"
   * the whole fit (KV tokens, or that nothing fits) where the log gives the GPU's total memory
-and prints each beside the logged figure with the relative error, then the median and worst
-errors, overall and for the issue's target set (vLLM >= 0.10, GPUs of 40 GB or more).
+and prints each beside the logged figure with the relative error, then the median, p90
+(nearest rank) and worst errors, overall, for the issue's target set (vLLM >= 0.10, GPUs of
+40 GB or more) and held out (the logs no constant was read or fitted on: an entry's
+``fitted`` says what was taken from it).
 
 ``--write`` rewrites RESULTS.md and the ``memory`` section of src/advisor/core/accuracy.json,
 the summary per GPU family that advisor quotes as the confidence of a fit
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -70,7 +73,10 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
     tp, pp = entry.get("tp", 1), entry.get("pp", 1)
     version = entry.get("vllm", "0.11.0")
     engine = profile(version if parse_version(version) >= (0, 7, 0) else "0.8.0")
-    act_b = DTYPE_BYTES[resolve_dtype(spec, "auto")]
+    dtype = entry.get("dtype", "auto")
+    kv_dtype = entry.get("kv_cache_dtype", "auto")
+    act_b = DTYPE_BYTES[resolve_dtype(spec, dtype)]
+    kv_b = 1.0 if kv_dtype.startswith("fp8") else act_b
     gpu = cat.gpus.get(entry.get("gpu", "")) if entry.get("gpu") else None
     mem = entry.get("gpu_memory_gib")
     if mem is None and gpu is not None:
@@ -81,13 +87,14 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"id": entry["id"], "model": spec.name, "tp": tp, "vllm": version,
                            "gpu_gib": mem, "source": entry["source"], "checks": {},
                            "model_type": spec.model_type, "gpu": gpu.id if gpu else None,
-                           "architecture": gpu.architecture if gpu else None}
+                           "architecture": gpu.architecture if gpu else None,
+                           "fitted": bool(entry.get("fitted"))}
     checks = out["checks"]
     if "weights_gib" in logged:
         w = weights_per_gpu(spec, tp, pp, act_b)[0] / GIB
         checks["weights_gib"] = (round(w, 3), logged["weights_gib"], _err(w, logged["weights_gib"]))
     layers = list(stage_layers(spec.num_layers, pp)[0])
-    per_layer = kv_bytes_per_token_per_layer(spec, tp, act_b)
+    per_layer = kv_bytes_per_token_per_layer(spec, tp, kv_b)
     if "kv_cache_gib" in logged:
         blocks, tokens, conc, _ = kv_capacity(spec, logged["kv_cache_gib"], layers, per_layer,
                                               engine, max_len, batched)
@@ -106,7 +113,8 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
         try:
             res = fit(spec, FitRequest(
                 gpu_memory_gib=mem, gpu_name=gpu.name if gpu else "", tp=tp, pp=pp,
-                max_model_len=max_len, gpu_memory_utilization=entry["util"],
+                max_model_len=max_len, gpu_memory_utilization=entry["util"], dtype=dtype,
+                kv_cache_dtype=kv_dtype,
                 max_num_batched_tokens=entry.get("max_num_batched_tokens")), engine)
         except UserInputError as exc:  # pragma: no cover - a broken entry
             out["error"] = exc.message
@@ -122,15 +130,23 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
     return out
 
 
+def p90(errs: list[float]) -> float:
+    """The 90th percentile by nearest rank: the ceil(0.9 n)-th smallest."""
+    ranked = sorted(errs)
+    return ranked[math.ceil(0.9 * len(ranked)) - 1]
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
-    for scope, keep in (("all", lambda r: True), ("target", lambda r: r["target_set"])):
+    for scope, keep in (("all", lambda r: True), ("target", lambda r: r["target_set"]),
+                        ("held-out", lambda r: not r["fitted"])):
         for check in ("weights_gib", "kv_tokens_from_logged_memory", "kv_tokens_full_fit",
                       "concurrency"):
             errs = [abs(r["checks"][check][2]) for r in rows if keep(r) and check in r["checks"]]
             if errs:
                 summary[f"{scope}/{check}"] = {"n": len(errs),
                                                "median_pct": round(statistics.median(errs), 2),
+                                               "p90_pct": round(p90(errs), 2),
                                                "worst_pct": round(max(errs), 2)}
     return summary
 
@@ -172,9 +188,15 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
             err_s = ("ok" if err == 0 else "WRONG") if check == "fits" else f"{err:+.2f}%"
             lines.append(f"| {r['id']} | {r['model']} | {r['tp']} | {r['vllm']} | {check} | "
                          f"{pred} | {real} | {err_s} |")
-    lines += ["", "| scope / check | n | median abs error | worst |", "|---|---|---|---|"]
+    fitted = [r["id"] for r in rows if r["fitted"]]
+    lines += ["", "Scopes: all logs; target (vLLM >= 0.10, GPUs of 40 GB or more); held-out: "
+              f"without the {len(fitted)} logs a constant of the engine rules was read or fitted "
+              "on (their `fitted` field in logs.yaml says which): " + ", ".join(fitted) + ". "
+              "p90 is the nearest-rank 90th percentile.", "",
+              "| scope / check | n | median abs error | p90 | worst |", "|---|---|---|---|---|"]
     for key, s in summary.items():
-        lines.append(f"| {key} | {s['n']} | {s['median_pct']}% | {s['worst_pct']}% |")
+        lines.append(f"| {key} | {s['n']} | {s['median_pct']}% | {s['p90_pct']}% | "
+                     f"{s['worst_pct']}% |")
     mem = sections["memory"]
     lines += ["", "Per GPU family (the confidence `advisor` quotes for a fit; "
               f"{mem['headline']}):", "",

@@ -33,6 +33,19 @@ from advisor.errors import UserInputError
 
 GIB = 2**30
 
+#: NCCL's own buffers per rank by TP size, bytes: aiconfigurator's system files, ``misc.nccl_mem``
+#: (ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce,
+#: aic-core/src/aiconfigurator_core/systems/h100_sxm.yaml, the same table in every system file:
+#: 342 MB at TP 2, 392 MB at TP 4 and 8, "based on observations", NCCL 2.27.3). A TP size
+#: between two rows takes the lower row; above 8, the TP 8 row.
+NCCL_MEM_BYTES_BY_TP: dict[int, int] = {1: 0, 2: 358612992, 4: 411041792, 8: 411041792}
+
+
+def nccl_gib(tp: int) -> float:
+    """NCCL buffer memory per rank at this TP size, GiB (:data:`NCCL_MEM_BYTES_BY_TP`)."""
+    row = max(k for k in NCCL_MEM_BYTES_BY_TP if k <= max(tp, 1))
+    return NCCL_MEM_BYTES_BY_TP[row] / GIB
+
 
 def parse_version(text: str) -> tuple[int, int, int]:
     parts = text.strip().lstrip("v").split("+")[0].split(".")
@@ -63,9 +76,14 @@ class Rule(BaseModel):
     #: (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run samples max_num_seqs requests)
     activation_base_gib: float | None = None
     sampler_bytes_per_seq_vocab: float | None = None
-    #: non-torch memory (CUDA context share, cuBLAS workspaces) and NCCL buffers when TP > 1
+    #: "non-torch forward increase memory" at TP 1: memory outside torch's allocator that the
+    #: profiling run adds after the worker's init snapshot (lazily loaded kernels, library
+    #: workspaces); the CUDA context and NCCL's init come before the snapshot and out of the
+    #: (1 - util) margin
     non_torch_gib: float | None = None
-    nccl_gib: float | None = None
+    #: at TP > 1, what the release's all-reduce backends add on top of NCCL's own buffers
+    #: (:data:`NCCL_MEM_BYTES_BY_TP`); PP alone adds nothing (send/recv only)
+    tp_extra_gib: float | None = None
     #: `vllm serve --numa-bind` binds each GPU worker to its GPU's NUMA node itself
     numa_bind_flag: bool | None = None
 
@@ -76,43 +94,76 @@ RULES: tuple[Rule, ...] = (
          "determine_available_memory",
          gpu_memory_utilization=0.9, block_size=16,
          batch_big=(8192, 2048, 256, 256), batch_other=(8192, 2048, 256, 256),
-         cuda_graph_charged=False, hybrid_kv_allocator=False, numa_bind_flag=False,
-         non_torch_gib=0.25, nccl_gib=0.3),
-    Rule(since="0.7.0", source="profiling peak: 0.134 GiB + max_num_seqs x vocab x 38.2 bytes, "
-         "the bytes fitted on two vLLM 0.11 H100 logs of llm-d/llm-d-benchmark "
+         cuda_graph_charged=False, hybrid_kv_allocator=False, numa_bind_flag=False),
+    Rule(since="0.7.0", source="non-torch memory: 0.25 GiB at TP 1, kept from the first model "
+         "(vLLM 0.9.0 on an A10G, benchmarks/accuracy/logs.yaml mistral-7b-a10g: requested "
+         "20.30 GiB - 13.50 weights - 6.16 KV leaves 0.63 for the peak and non-torch memory, "
+         "0.2 of it non-torch beside the modelled 0.43 peak); at TP > 1, 0.07 GiB above NCCL's "
+         "buffers: the vLLM 0.11 Qwen3-32B pair of llm-d/llm-d-benchmark "
+         "empirical-vllm-memory-results.md prints 0.14 GiB at TP 1 and 0.54 at TP 2, and "
+         "0.54 - 0.14 - 0.334 (NCCL at TP 2) = 0.07; the releases before 0.11 have no TP log "
+         "and are assumed alike",
+         non_torch_gib=0.25, tp_extra_gib=0.07),
+    Rule(since="0.7.0", source="profiling peak: 0.0525 GiB + max_num_batched_tokens x hidden x "
+         "dtype bytes + max_num_seqs x vocab x 38.06 bytes, the bytes fitted (least squares, "
+         "base held) on two vLLM 0.11 H100 logs of llm-d/llm-d-benchmark "
          "(empirical-vllm-memory-results.md: Qwen3-32B 5.64 GiB, Llama-3.3-70B FP8 4.84 GiB at "
-         "1024 sequences), the base on the 0.19 logs below; checked on logs it was not fitted "
-         "on: Qwen3-8B on an L4 (0.10.2, 256 sequences) 1.52 vs 1.40 logged, Qwen3-14B (0.15) "
-         "5.67 vs 5.64; the earliest V1 releases have no log and are assumed alike",
-         activation_base_gib=0.134, sampler_bytes_per_seq_vocab=38.2),
+         "1024 sequences and 8192 tokens; each alone gives 38.02 and 38.12), the base on the "
+         "0.19 logs below; checked on logs it was not fitted on: Qwen3-14B (0.15) 5.65 vs "
+         "5.64, Qwen3-8B on an L4 (0.10.2, 256 sequences) 1.45 vs 1.40 logged; not Llama-3.2-1B "
+         "on an L40S (0.10.0) 1.22 vs 0.45, a miss with no cause found; the earliest V1 "
+         "releases have no log and are assumed alike",
+         activation_base_gib=0.0525, sampler_bytes_per_seq_vocab=38.06),
     Rule(since="0.10.0", source="vllm/engine/arg_utils.py get_batch_defaults (device memory "
          ">= 70 GiB and not A100); vllm/v1/core/kv_cache_utils.py hybrid KV cache groups",
          batch_big=(16384, 8192, 1024, 1024), batch_other=(8192, 2048, 256, 256),
          hybrid_kv_allocator=True),
+    Rule(since="0.10.0", source="non-torch memory at TP 1 from the two vLLM 0.10 debug logs in "
+         "benchmarks/accuracy/logs.yaml, as requested memory - weights - torch peak - KV "
+         "memory, all four printed: Qwen3-8B-FP8 on an L4 (0.10.2) 18.82 - 8.80 - 1.40 - 8.60 "
+         "= 0.02 GiB, Llama-3.2-1B on an L40S (0.10.0) 39.88 - 2.32 - 0.45 - 37.10 = 0.01; "
+         "read on the logs the benchmark then checks, so in-sample",
+         non_torch_gib=0.02),
+    Rule(since="0.11.0", source="non-torch memory at TP 1, printed as 'non-torch forward "
+         "increase memory': 0.14 GiB in vLLM 0.11 (Qwen3-32B, llm-d/llm-d-benchmark "
+         "empirical-vllm-memory-results.md), 0.13 in 0.15, 0.16 and 0.17 (Qwen3-14B, "
+         "llm-d-incubation/llm-d-planner accuracy/results/version-sweep/runs at d3121e05)",
+         non_torch_gib=0.13),
+    Rule(since="0.18.0", source="non-torch memory at TP 1: 0.25 GiB from vLLM 0.18 (Qwen3-14B "
+         "version sweep, llm-d-incubation/llm-d-planner at d3121e05: 0.13 on 0.17, 0.25 on "
+         "0.18), 0.24-0.27 in the vLLM 0.19.0 TP 1 logs of the same PR",
+         non_torch_gib=0.25),
     Rule(since="0.19.0", source="vllm-project/vllm PR #38635 'NUMA binding support for GPU "
          "workers' (--numa-bind, --numa-bind-nodes, --numa-bind-cpus), merged 2026-03-31; the "
          "first release after it is inferred to be 0.19.0 (not read from a changelog)",
          numa_bind_flag=True),
-    Rule(since="0.17.0", source="profiling peak 0.134 GiB + max_num_seqs x vocab x 14.39 bytes, "
-         "least squares over four vLLM 0.19.0 H100 logs of llm-d-incubation/llm-d-planner PR "
-         "#205 (Llama-3.1-8B 1.89, Qwen2.5-7B 2.21, Phi-4 1.52, Gemma-2-9B 3.65 GiB; the peak "
-         "follows the vocabulary, not the width); checked on its logs not fitted on: "
-         "Llama-3.3-70B 1.89 vs 1.96, Qwen2.5-72B 2.22 vs 2.29, Qwen3-8B 2.22 vs 2.21. The "
-         "release it changed in is read off the same PR's version sweep (Qwen3-14B: 5.64 GiB "
-         "on 0.11-0.16, 2.23 from 0.17)",
-         sampler_bytes_per_seq_vocab=14.39),
+    Rule(since="0.17.0", source="profiling peak 0.0525 GiB + max_num_batched_tokens x hidden x "
+         "dtype bytes + max_num_seqs x vocab x 14.51 bytes, base and bytes by least squares "
+         "over four vLLM 0.19.0 H100 TP 1 logs of llm-d-incubation/llm-d-planner PR #205 "
+         "(Llama-3.1-8B 1.89, Qwen2.5-7B 2.21, Phi-4 1.52, Gemma-2-9B 3.65 GiB, all at 8192 "
+         "tokens and 1024 sequences); checked on its logs not fitted on: Llama-3.3-70B 1.95 vs "
+         "1.96, Qwen2.5-72B 2.28 vs 2.29, Qwen3-8B 2.22 vs 2.21, Gemma-2-2B 3.63 vs 3.62, "
+         "Gemma-2-27B 3.67 vs 3.66, Qwen3-14B (0.18) 2.23 vs 2.23. The release it changed in is "
+         "read off the same PR's version sweep (Qwen3-14B: 5.64 GiB on 0.11-0.16, 2.23 from "
+         "0.17)",
+         sampler_bytes_per_seq_vocab=14.51),
     Rule(since="0.19.0", source="vLLM 0.19.0 start-up logs on H100 (llm-d-incubation/"
          "llm-d-planner PR #205, accuracy/results/v0.19.0/logs at d3121e05): 'non-torch forward "
-         "increase memory' 0.24-0.27 GiB at TP 1, 2.06-2.11 GiB at TP 2, 2.13-2.21 GiB at TP 4 "
-         "(0.07 GiB per PP stage); vLLM 0.11 logs of the same models show 0.54-0.55 GiB at TP "
-         "2 (llm-d/llm-d-benchmark empirical-vllm-memory-results.md): the release in between "
-         "where it grew is not known, so 0.12-0.18 keep the 0.11 figure",
-         nccl_gib=1.85),
+         "increase memory' 0.24-0.27 GiB at TP 1, 2.06-2.11 at TP 2, 2.13-2.21 at TP 4, 0.07 "
+         "on PP stage 0 of a PP 2 run (PP adds nothing). 1.48 GiB above the TP 1 figure and "
+         "NCCL's buffers, fitted on the two TP 2 logs of Llama-3.1-8B (2.07) and Qwen2.5-7B "
+         "(2.06); with NCCL's TP 4 row (+0.05 GiB) it gives 2.11 at TP 4 against 2.13-2.21 "
+         "logged. These runs compile the allreduce+RMSNorm fusion (FlashInfer workspace) and "
+         "use symmetric-memory all-reduce (VLLM_ALLREDUCE_USE_SYMM_MEM=True in the logs); vLLM "
+         "0.11 printed 0.54-0.55 at TP 2, and the release in between where it grew is not "
+         "known, so 0.12-0.18 keep the 0.11 figure",
+         tp_extra_gib=1.48),
     Rule(since="0.21.0", source="vLLM 0.21 startup log: 'CUDA graph memory profiling is "
          "enabled (default since v0.21.0)'; its profiling peak (Llama-3.1-8B on H100, 1.44 GiB "
-         "at 1024 sequences) gives 10.68 bytes per sequence x vocabulary entry — fitted on that "
-         "one log, so it checks nothing",
-         cuda_graph_charged=True, sampler_bytes_per_seq_vocab=10.68),
+         "at 8192 tokens and 1024 sequences) gives, with the 0.0525 GiB base and the width "
+         "term, 10.83 bytes per sequence x vocabulary entry — fitted on that one log, so it "
+         "checks nothing",
+         cuda_graph_charged=True, sampler_bytes_per_seq_vocab=10.83),
 )
 
 
@@ -130,9 +181,17 @@ class EngineProfile(BaseModel):
     activation_base_gib: float
     sampler_bytes_per_seq_vocab: float
     non_torch_gib: float
-    nccl_gib: float
+    tp_extra_gib: float
     numa_bind_flag: bool
     sources: tuple[str, ...]
+
+    def non_torch(self, tp: int) -> float:
+        """Non-torch memory one rank charges to the budget, GiB: the release's TP 1 figure and,
+        at TP > 1, NCCL's buffers for that TP size (:func:`nccl_gib`) and what the release's
+        all-reduce backends add; the same at any PP size."""
+        if tp <= 1:
+            return self.non_torch_gib
+        return self.non_torch_gib + nccl_gib(tp) + self.tp_extra_gib
 
     def batch_defaults(self, gpu_memory_gib: float, gpu_name: str,
                        entrypoint: str = "server") -> tuple[int, int]:

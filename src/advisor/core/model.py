@@ -59,6 +59,25 @@ class Quantization(BaseModel):
     scope: Literal["linear", "experts"] = "linear"
 
 
+class VisionTower(BaseModel):
+    """A multimodal model's vision encoder and projector, as vLLM loads them beside the
+    language model (their weights count in "Model loading took"). Counted from the
+    config.json's ``vision_config``; see :func:`vision_tower`."""
+
+    model_config = ConfigDict(frozen=True)
+    model_type: str
+    #: weights of the tower's linear layers (q/k/v/o, MLP, adapter, projector): vLLM builds
+    #: them as Column/Row/QKVParallelLinear, so each TP rank holds 1/TP of them (the default
+    #: ``mm_encoder_tp_mode="weights"``; vllm/model_executor/models/mllama4.py, siglip.py,
+    #: pixtral.py)
+    linear_params: int = Field(ge=0)
+    #: embeddings, norms and the biases of row-parallel layers: every rank holds a copy
+    replicated_params: int = Field(ge=0)
+
+    def bytes_per_gpu(self, tp: int, act_bytes: float) -> float:
+        return (self.linear_params / tp + self.replicated_params) * act_bytes
+
+
 class ModelSpec(BaseModel):
     """The architecture facts that decide memory and compute."""
 
@@ -90,6 +109,9 @@ class ModelSpec(BaseModel):
     sliding_window: int | None = None
     quantization: Quantization | None = None
     attention_sinks: bool = False
+    #: the vision encoder of a multimodal checkpoint (None: text only); not in param_counts,
+    #: which count the language model that decodes
+    vision: VisionTower | None = None
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -197,6 +219,7 @@ def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
 #: small enough that a hostile value (``num_hidden_layers: 1e9``) is refused, not looped over
 LIMITS: dict[str, tuple[int, int]] = {
     "num_hidden_layers": (1, 4096),
+    "vision_layers": (0, 4096),
     "hidden_size": (1, 1 << 18),
     "num_attention_heads": (1, 1 << 14),
     "num_key_value_heads": (1, 1 << 14),
@@ -321,12 +344,75 @@ def _factor(rope: dict[str, Any] | None, name: str) -> float | None:
     return float(raw)
 
 
+def vision_tower(vcfg: dict[str, Any], text_hidden: int, name: str) -> VisionTower | None:
+    """The vision tower a ``vision_config`` describes, counted the way vLLM builds it.
+
+    A ViT: ``num_hidden_layers`` encoder layers of q/k/v/o (``hidden_size``^2 each) and an MLP
+    (fc1/fc2, or gate/up/down where the family gates it), two norms per layer, a patch
+    embedding (channels x patch^2 x hidden), then the family's adapter and projector into the
+    language model's ``text_hidden``:
+
+    * ``llama4_vision_model`` (vllm/model_executor/models/mllama4.py; transformers
+      modeling_llama4): biased attention and fc1/fc2, a class embedding and
+      (image/patch)^2 + 1 learned positions, pre/post LayerNorms, the pixel-shuffle adapter
+      (intermediate_size x projector_input_dim, then projector_input_dim x
+      projector_output_dim) and the projector (vision_output_dim x text hidden). For
+      Llama-4-Scout this is 871,932,416 parameters, the sum of the vision rows of the
+      published per-module table of meta-llama/Llama-4-Scout-17B-16E (109,676,279,296 in
+      all); tests/test_sizing.py pins it.
+    * ``siglip_vision_model`` (Gemma 3; vllm siglip.py, gemma3_mm.py): biased attention and
+      fc1/fc2, learned positions, a post LayerNorm; projector hidden x text hidden.
+    * ``pixtral`` (Mistral 3; vllm pixtral.py): unbiased attention, gated MLP, RoPE (no
+      learned positions); patch merger (hidden x 4 -> hidden) and a two-layer projector.
+    * any other: the generic ViT (biased attention, fc1/fc2, learned positions) and a
+      hidden x text hidden projector.
+    """
+    vt = str(vcfg.get("model_type") or "")
+    layers = _int(vcfg, name, "num_hidden_layers", "depth", default=0, limit="vision_layers")
+    if layers <= 0:
+        return None
+    h = _int(vcfg, name, "hidden_size", "embed_dim", default=0, limit="hidden_size")
+    if h <= 0:
+        return None
+    inter = _int(vcfg, name, "intermediate_size", default=4 * h)
+    channels = _int(vcfg, name, "num_channels", "in_channels", default=3, limit="head_dim")
+    patch = _int(vcfg, name, "patch_size", default=14, limit="head_dim")
+    image = _int(vcfg, name, "image_size", default=224, limit="max_position_embeddings")
+    positions = (image // patch) ** 2
+    gated = vt == "pixtral"
+    biased = vt != "pixtral"
+    attn_w = 4 * h * h
+    mlp_w = (3 if gated else 2) * h * inter
+    # column-parallel biases are split with their weights; row-parallel ones (o_proj, fc2)
+    # and the norms are whole on every rank
+    col_bias = (3 * h + (0 if gated else inter)) if biased else 0
+    row_bias = 2 * h if biased else 0
+    norms = 2 * (2 * h if vt != "pixtral" else h)  # LayerNorm weight+bias; Pixtral RMSNorm
+    linear = layers * (attn_w + mlp_w + col_bias)
+    replicated = layers * (row_bias + norms)
+    patch_w = channels * patch * patch * h
+    if vt == "llama4_vision_model":
+        adapter_in = _int(vcfg, name, "projector_input_dim", default=4096, limit="hidden_size")
+        adapter_out = _int(vcfg, name, "projector_output_dim", default=4096, limit="hidden_size")
+        out_dim = _int(vcfg, name, "vision_output_dim", default=adapter_out, limit="hidden_size")
+        linear += patch_w + inter * adapter_in + adapter_in * adapter_out + out_dim * text_hidden
+        replicated += h + (positions + 1) * h + 2 * 2 * h  # class emb, positions, pre/post LN
+    elif vt == "pixtral":
+        linear += patch_w + (4 * h) * h + h * text_hidden + text_hidden * text_hidden
+        replicated += h + h + text_hidden  # ln_pre, the projector's norm and its bias
+    else:
+        linear += patch_w + h * text_hidden
+        replicated += h + positions * h + 2 * h + h  # patch bias, positions, post-LN, mm norm
+    return VisionTower(model_type=vt or "vit", linear_params=linear, replicated_params=replicated)
+
+
 def spec_from_config(cfg: dict[str, Any], name: str = "model",
                      quantization: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed ``config.json`` (raises ModelConfigError)."""
     if not isinstance(cfg, dict):
         raise ModelConfigError(f"{name}: config.json is not a JSON object")
     top = cfg
+    vcfg = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), dict) else None
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None
     if text is not None:  # multimodal: the language model's config is nested
         cfg = {**{k: v for k, v in top.items() if k != "text_config"}, **text}
@@ -420,4 +506,5 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,
         quantization=_quantization(cfg, quantization),
         attention_sinks=model_type == "gpt_oss",
+        vision=vision_tower(vcfg, hidden, name) if vcfg is not None else None,
     )

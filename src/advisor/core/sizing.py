@@ -161,9 +161,13 @@ def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float) -> list
     emb = spec.padded_vocab * spec.hidden_size / tp * act_bytes
     rotary_dim = spec.mla.qk_rope_head_dim if spec.mla else spec.head_dim
     rotary = (max_len_limit(spec) or 4096) * rotary_dim * act_bytes  # cos/sin cache
+    # a multimodal model's vision tower is built on every rank, whatever its PP stage
+    # (vllm/model_executor/models/mllama4.py creates vision_model outside the PP-split
+    # language model), in the activation dtype (checkpoints leave it unquantized)
+    vision = spec.vision.bytes_per_gpu(tp, act_bytes) if spec.vision is not None else 0.0
     out = []
     for s, layers in enumerate(stages):
-        b = sum(_layer_weight_bytes(spec, i, tp, act_bytes) for i in layers) + rotary
+        b = sum(_layer_weight_bytes(spec, i, tp, act_bytes) for i in layers) + rotary + vision
         if s == 0:
             b += emb
         if s == pp - 1:
@@ -178,14 +182,18 @@ def activation_gib(spec: ModelSpec, engine: EngineProfile, tokens: int, tp: int,
                    act_bytes: float, seqs: int) -> float:
     """Peak of the profiling run above the weights, GiB (a model calibrated on public logs).
 
-    The dummy sampler run holds fp32 logits of ``seqs`` (max_num_seqs) requests over the whole
-    vocabulary, and their copies: ``seqs x vocab x engine.sampler_bytes_per_seq_vocab`` on top
-    of a small base. Across the vLLM 0.19 logs the peak follows the vocabulary and not the
-    width (1.89 GiB for Llama-3.1-8B and 1.96 for Llama-3.3-70B), so no width term is kept;
-    the bytes changed between releases (38 to 0.16, 14 from 0.17, 11 from 0.21: the engine's
-    rules say where each was read). MoE adds the fused-MoE kernel's intermediate caches.
+    vLLM's profile_run (vllm/v1/worker/gpu_model_runner.py) runs the model on ``tokens``
+    (max_num_batched_tokens) dummy tokens, keeps the hidden states it returns, and then runs
+    the dummy sampler: so the peak holds ``tokens x hidden`` activations in the model dtype
+    (the width term: 8192 x 8192 x 2 bytes = 0.125 GiB for a 70B, 0.0625 for an 8B, the
+    0.07 GiB the vLLM 0.19 logs show between Llama-3.1-8B/Llama-3.3-70B and Qwen2.5-7B/72B)
+    beside the sampler's fp32 logits of ``seqs`` (max_num_seqs) requests over the whole
+    vocabulary and their copies, ``seqs x vocab x engine.sampler_bytes_per_seq_vocab``, on top
+    of a small base. The bytes changed between releases (38 to 0.16, 14.5 from 0.17, 10.8
+    from 0.21: the engine's rules say where each was read). MoE adds the fused-MoE kernel's
+    intermediate caches.
     """
-    dense = engine.activation_base_gib + (
+    dense = engine.activation_base_gib + tokens * spec.hidden_size * act_bytes / GIB + (
         seqs * spec.vocab_size * engine.sampler_bytes_per_seq_vocab / GIB)
     moe = 0.0
     if spec.moe is not None:
@@ -277,7 +285,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     offload = min(req.cpu_offload_gib, w_gib)
     w_gib -= offload
     act = activation_gib(spec, engine, tokens, req.tp, act_b, seqs)
-    non_torch = engine.non_torch_gib + (engine.nccl_gib if req.tp * req.pp > 1 else 0.0)
+    non_torch = engine.non_torch(req.tp)
     graphs = cuda_graph_gib(len(layers), req.enforce_eager)
     budget = req.gpu_memory_gib * util
     charged = graphs if engine.cuda_graph_charged else 0.0
