@@ -17,12 +17,30 @@ from advisor.cli import app
 SLOW = ("faults/", "boot/", "hostile/", "test_name_lock.py", "test_lock_install.py")
 
 
+#: suites that share something outside tmp_path (the booted containers: fixed ports on the host
+#: network, one cached root and install layer): under ``-n`` (pytest-xdist, ``--dist loadgroup``)
+#: each runs whole in one worker, one test after the other
+SERIAL_GROUPS = {"boot/": "boot"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         rel = Path(str(item.path)).relative_to(here).as_posix()
         if rel.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+        for prefix, group in SERIAL_GROUPS.items():
+            if rel.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def _own_advisor_home(tmp_path_factory: pytest.TempPathFactory,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's state file and catalog cache in its own ADVISOR_HOME, never the user's: tests
+    run in parallel workers, and none may read what another (or the user) left behind. Tests
+    that are about ADVISOR_HOME itself set or unset it again."""
+    monkeypatch.setenv("ADVISOR_HOME", str(tmp_path_factory.mktemp("advisor-home")))
 
 #: a minimal, valid user catalog entry: one private box with a GPU of the bundled catalog
 PRIVATE_BOX = """

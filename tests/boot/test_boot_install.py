@@ -5,7 +5,9 @@ advisor's user-data is run by real cloud-init under real systemd in the disposab
 carries python3-venv since root-v2) and ``advisor-install.sh`` runs the real ``pip install
 --require-hashes --no-deps -r`` of advisor's lock for that Python (locks/vllm-0.11.0-cp311.txt:
 Debian 12's Python 3.11; the clouds' Ubuntu 22.04 images take the cp310 lock, installed for
-real by tools/prove_lock.sh and checked by tests/test_lock_install.py) from PyPI. Then the
+real by tools/prove_lock.sh and checked by tests/test_lock_install.py) from PyPI. The first
+install on a machine is opt-in (ADVISOR_BOOT_REAL_INSTALL=1: 4-8 minutes, more than .ci/run's
+budget allows); once its layer is cached the test always runs. Then the
 replica starts the *real* ``vllm serve`` under the launcher — on a machine without a GPU, so it
 dies, and the test checks that this is what the instance says on its console, in advisor's
 words, within seconds, rather than a unit sitting in ``activating`` until its start timeout.
@@ -76,8 +78,14 @@ def _skip() -> str | None:
     reason = _skip_reason()
     if reason:
         return reason
-    if not (_cache_dir() / ".ok").exists() and os.environ.get("ADVISOR_BOOT_NO_NETWORK"):
-        return "no cached install layer and ADVISOR_BOOT_NO_NETWORK is set"
+    if not (_cache_dir() / ".ok").exists():
+        if os.environ.get("ADVISOR_BOOT_NO_NETWORK"):
+            return "no cached install layer and ADVISOR_BOOT_NO_NETWORK is set"
+        if not os.environ.get("ADVISOR_BOOT_REAL_INSTALL"):
+            # .ci/run must finish in 10 minutes on 2 cores; this first install alone takes 4-8
+            return (f"no cached install layer at {_cache_dir()}: the first real install "
+                    "downloads ~2.5 GB and takes 4-8 min here; run it with "
+                    "ADVISOR_BOOT_REAL_INSTALL=1 (later runs reuse the layer and take ~1 min)")
     return None
 
 
