@@ -214,3 +214,29 @@ def test_non_torch_memory_grows_with_tp_as_aiconfigurator_records():
     assert fit(s, FitRequest(**req, tp=2, pp=2), eng).non_torch_gib == round(nt[2], 4)
     # vLLM 0.11 printed 0.14 at TP 1 and 0.54 at TP 2 for Qwen3-32B
     assert round(profile("0.11.0").non_torch(2), 2) == 0.53
+
+
+def test_gemma3_siglip_tower_and_local_rotary_cache():
+    """Gemma-3: a SigLIP tower (vision_config, not a constant) and a second, unscaled cos/sin
+    cache for the sliding layers' rope_local_base_freq, beside the global one that vLLM's
+    linear scaling makes 8x as long."""
+    cfg = __import__("json").loads(
+        (__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy"
+         / "configs" / "gemma-3-4b-it.json").read_text())
+    g3 = spec_from_config(cfg, "gemma-3-4b-it")
+    assert g3.vision is not None and g3.vision.model_type == "siglip_vision_model"
+    v = cfg["vision_config"]
+    h, inter, n = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    per_layer = 4 * h * h + 2 * h * inter  # q/k/v/o and fc1/fc2 weights
+    projector, patches = h * 2560, 14**2 * 3 * h
+    assert n * per_layer < g3.vision.linear_params < n * per_layer * 1.01 + projector + patches
+    assert 410e6 < g3.vision.linear_params + g3.vision.replicated_params < 430e6
+    assert g3.local_rope
+    no_local = g3.model_copy(update={"local_rope": False})
+    extra = weights_per_gpu(g3, 1, 1, 2.0)[0] - weights_per_gpu(no_local, 1, 1, 2.0)[0]
+    assert extra == 131072 * 256 * 2
+    # the Gemma-3 log: "Model loading took 8.58 GiB"
+    assert weights_per_gpu(g3, 1, 1, 2.0)[0] / GIB == pytest.approx(8.58, rel=0.002)
+    # text-only Gemma-2 has one cache and no tower
+    g2 = SPECS["gemma-2-9b"]
+    assert not g2.local_rope and g2.vision is None

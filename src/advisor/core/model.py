@@ -109,6 +109,10 @@ class ModelSpec(BaseModel):
     sliding_window: int | None = None
     quantization: Quantization | None = None
     attention_sinks: bool = False
+    #: sliding layers rotate with their own unscaled base (Gemma 3's rope_local_base_freq), so
+    #: vLLM builds a second cos/sin cache of max_position_embeddings positions
+    #: (vllm/model_executor/models/gemma3.py: get_rope per layer kind, cached by its arguments)
+    local_rope: bool = False
     #: the vision encoder of a multimodal checkpoint (None: text only); not in param_counts,
     #: which count the language model that decodes
     vision: VisionTower | None = None
@@ -506,5 +510,6 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,
         quantization=_quantization(cfg, quantization),
         attention_sinks=model_type == "gpt_oss",
+        local_rope=cfg.get("rope_local_base_freq") is not None and "sliding" in kinds,
         vision=vision_tower(vcfg, hidden, name) if vcfg is not None else None,
     )

@@ -161,6 +161,8 @@ def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float) -> list
     emb = spec.padded_vocab * spec.hidden_size / tp * act_bytes
     rotary_dim = spec.mla.qk_rope_head_dim if spec.mla else spec.head_dim
     rotary = (max_len_limit(spec) or 4096) * rotary_dim * act_bytes  # cos/sin cache
+    if spec.local_rope:  # the sliding layers' own, unscaled cache (Gemma 3)
+        rotary += (spec.max_position_embeddings or 4096) * rotary_dim * act_bytes
     # a multimodal model's vision tower is built on every rank, whatever its PP stage
     # (vllm/model_executor/models/mllama4.py creates vision_model outside the PP-split
     # language model), in the activation dtype (checkpoints leave it unquantized)
