@@ -113,3 +113,17 @@ def test_concurrency_and_fit_verdicts_match():
     assert verdicts
     for log, (pred, real, _) in verdicts.items():
         assert (pred == real) != (log in KNOWN_VERDICT_MISSES), (log, pred, real)
+
+
+def test_the_readme_quotes_the_current_whole_fit_figures():
+    """README's memory-accuracy table: the whole-fit rows (all logs, held out) are what run.py
+    computes now (n, median to two decimals, p90 and worst to one)."""
+    readme = (ROOT.parents[1] / "README.md").read_text()
+    for scope, label in (("all", "KV tokens, whole prediction from the GPU's total memory"),
+                         ("held-out", "the same, on the ")):
+        s = SUMMARY[f"{scope}/kv_tokens_full_fit"]
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {label}"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert int(cells[1]) == s["n"], row
+        assert cells[2] == f"{s['median_pct']:.2f}%", row
+        assert cells[3] == f"{s['p90_pct']:.1f}%" and cells[4] == f"{s['worst_pct']:.1f}%", row
