@@ -403,7 +403,7 @@ def vision_tower(vcfg: dict[str, Any], text_hidden: int, name: str) -> VisionTow
         replicated += h + (positions + 1) * h + 2 * 2 * h  # class emb, positions, pre/post LN
     elif vt == "pixtral":
         linear += patch_w + (4 * h) * h + h * text_hidden + text_hidden * text_hidden
-        replicated += h + h + text_hidden  # ln_pre, the projector's norm and its bias
+        replicated += h + h  # ln_pre and the projector's norm (its linears have no bias)
     else:
         linear += patch_w + h * text_hidden
         replicated += h + positions * h + 2 * h + h  # patch bias, positions, post-LN, mm norm
