@@ -240,3 +240,18 @@ def test_gemma3_siglip_tower_and_local_rotary_cache():
     # text-only Gemma-2 has one cache and no tower
     g2 = SPECS["gemma-2-9b"]
     assert not g2.local_rope and g2.vision is None
+
+
+def test_pixtral_tower_is_split_over_tp_as_the_mistral_small_logs_show():
+    """Mistral-Small-3.1-24B W8A8 (int8 language model, bf16 Pixtral tower): 24.07 GiB per
+    rank at TP 1 and 12.11 at TP 2 in llm-d-planner's vLLM 0.19 logs; with the tower split over
+    TP the model gives 12.04, with it whole on every rank 12.45."""
+    cfg = __import__("json").loads(
+        (__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy"
+         / "configs" / "mistral-small-3.1-24b-instruct-2503.json").read_text())
+    ms = spec_from_config(cfg, "mistral-small", quantization="w8a8")
+    assert ms.vision is not None and ms.vision.model_type == "pixtral"
+    tp1, tp2 = (weights_per_gpu(ms, tp, 1, 2.0)[0] / GIB for tp in (1, 2))
+    assert tp1 == pytest.approx(24.07, rel=0.003) and tp2 == pytest.approx(12.11, rel=0.01)
+    whole = tp2 + ms.vision.linear_params / 2 * 2 / GIB
+    assert abs(whole - 12.11) > 3 * abs(tp2 - 12.11)
