@@ -219,12 +219,13 @@ def test_gpu_family_without_runs_is_extrapolated(cat):
 
 
 def test_model_family_without_runs_is_extrapolated(cat):
-    c = memory_confidence(cat.gpus["H100-SXM"].architecture, "gemma3", "0.21.0")
+    c = memory_confidence(cat.gpus["H100-SXM"].architecture, "granite", "0.21.0")
     assert c.basis == "extrapolated" and c.gaps == ("model_family",)
-    assert "model family gemma3" in c.why and "hopper" in c.why
-    # calibrated elsewhere is not calibrated here: mistral has a run on Ampere, none on Hopper
-    assert memory_confidence("Ampere", "mistral", "0.9.0").basis == "calibrated"
-    assert memory_confidence("Hopper", "mistral", "0.21.0").gaps == ("model_family",)
+    assert "model family granite" in c.why and "hopper" in c.why
+    # calibrated elsewhere is not calibrated here: gemma2 has runs on Hopper, none on Ada
+    assert memory_confidence("Hopper", "gemma2", "0.19.0").basis == "calibrated"
+    assert memory_confidence(cat.gpus["L4"].architecture, "gemma2", "0.10.0").gaps == (
+        "model_family",)
 
 
 def test_vllm_release_outside_the_runs_is_extrapolated():
