@@ -126,12 +126,16 @@ models = st.sampled_from(sorted(SPECS))
 def test_more_memory_never_gives_fewer_tokens(alias, mem, util, extra):
     s = SPECS[alias]
     ln = min(4096, s.max_position_embeddings or 4096)
-    a = fit(s, FitRequest(gpu_memory_gib=mem, max_model_len=ln, gpu_memory_utilization=util),
-            profile())
+    # at fixed batch settings: vLLM's own defaults jump at 70 GiB (8192 tokens and 1024
+    # sequences, so a bigger profiling peak), and across that line more memory can give fewer
+    # tokens (DeepSeek-V2-Lite at util 0.5: 64 GiB holds more than 70)
+    batch = {"max_num_batched_tokens": 2048, "max_num_seqs": 256}
+    a = fit(s, FitRequest(gpu_memory_gib=mem, max_model_len=ln, gpu_memory_utilization=util,
+                          **batch), profile())
     b = fit(s, FitRequest(gpu_memory_gib=mem + extra, max_model_len=ln,
-                          gpu_memory_utilization=util), profile())
+                          gpu_memory_utilization=util, **batch), profile())
     c = fit(s, FitRequest(gpu_memory_gib=mem, max_model_len=ln,
-                          gpu_memory_utilization=min(1.0, util + 0.04)), profile())
+                          gpu_memory_utilization=min(1.0, util + 0.04), **batch), profile())
     assert b.kv_cache_tokens >= a.kv_cache_tokens and c.kv_cache_tokens >= a.kv_cache_tokens
     for r in (a, b, c):
         assert r.kv_cache_tokens >= 0 and r.kv_cache_gib >= 0 and r.max_concurrency >= 0
