@@ -259,3 +259,13 @@ def test_pixtral_tower_is_split_over_tp_as_the_mistral_small_logs_show():
     assert tp1 == pytest.approx(24.07, rel=0.003) and tp2 == pytest.approx(12.11, rel=0.01)
     whole = tp2 + ms.vision.linear_params / 2 * 2 / GIB
     assert abs(whole - 12.11) > 3 * abs(tp2 - 12.11)
+
+
+def test_the_70_gib_batch_defaults_can_cost_tokens():
+    """The counterexample test_more_memory_never_gives_fewer_tokens steps around, pinned:
+    vLLM's batch defaults jump at 70 GiB, and the bigger profiling peak can cost tokens."""
+    s = SPECS["deepseek-v2-lite"]
+    small, big = (fit(s, FitRequest(gpu_memory_gib=g, max_model_len=4096,
+                                    gpu_memory_utilization=0.5), profile()) for g in (64, 70))
+    assert (small.max_num_seqs, big.max_num_seqs) == (256, 1024)
+    assert big.kv_cache_tokens < small.kv_cache_tokens
