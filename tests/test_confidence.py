@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 from pathlib import Path
 from types import ModuleType
@@ -151,12 +152,16 @@ def test_hopper_memory_is_calibrated_on_the_h100_logs(cat):
 def _perf_evidence(cat, perf_rows, key: str) -> dict[str, dict[str, Any]]:
     fams: dict[str, dict[str, Any]] = {}
     for r in perf_rows:
-        if key not in r:
+        # accuracy.json's perf sections: the report split's stated-protocol rows (run.py)
+        if (r["metric"] != key.removesuffix("_ms") or r["split"] != "report"
+                or r["class"] != "stated" or r["queued"]):
             continue
-        err = abs(r[f"pred_{key}"] - r[key]) / r[key] * 100
+        err = abs(r["pred"] - r["meas"]) / r["meas"] * 100
         fam = fams.setdefault(cat.gpus[r["gpu"]].architecture,
-                              {"worst": 0.0, "runs": 0, "versions": set(), "models": set()})
+                              {"worst": 0.0, "runs": 0, "versions": set(), "models": set(),
+                               "errs": []})
         fam["worst"] = max(fam["worst"], err)
+        fam["errs"].append(err)
         fam["runs"] += 1
         fam["models"].add(r["model_type"])
         if r.get("vllm"):
@@ -174,7 +179,10 @@ def test_perf_confidence_follows_the_measurements(cat, perf_rows, metric):
             version = sorted(fam["versions"])[0]
             c = perf_confidence(arch, model, version, metric)
             assert c.basis == "calibrated", c.why
-            assert c.within_pct == pytest.approx(fam["worst"], abs=0.005)
+            errs = sorted(fam["errs"])
+            # 20 runs or more quote the p90 (nearest rank), fewer the worst
+            quoted = (errs[math.ceil(0.9 * len(errs)) - 1] if len(errs) >= 20 else fam["worst"])
+            assert c.within_pct == pytest.approx(quoted, abs=0.005)
             assert c.runs == fam["runs"]
         else:  # the runs do not say which vLLM ran them: no release is calibrated
             c = perf_confidence(arch, model, "0.11.0", metric)

@@ -1,4 +1,5 @@
-"""The roofline: formula cases, monotonic behaviour, and the published calibration points."""
+"""The step model: composition from the kernel curves, monotonic behaviour, and the measured
+end-to-end rows it is checked on (benchmarks/perf/run.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 import pytest
 
 import advisor
+from advisor.core import stepmodel
 from advisor.core.perf import (
-    MEMORY_EFFICIENCY,
-    STEP_OVERHEAD_S,
+    STEP_CONSTANT_S,
     Workload,
     decode_step_s,
     estimate,
+    step_overhead_s,
 )
 from advisor.core.sizing import FitRequest, fit
 
@@ -30,12 +32,20 @@ def _setup(alias, gpu, tp=1, ctx=8192):
     return spec, g, f
 
 
-def test_single_sequence_decode_is_a_weight_read():
+def test_single_sequence_decode_is_the_sum_of_its_kernels_plus_the_constant():
     spec, g, f = _setup("llama-3-8b", "H100-SXM")
     ctx = 1000
-    expected = ((f.weights_gib * 2**30 + ctx * f.kv_bytes_per_token)
-                / (g.memory_bandwidth_gb_s * 1e9 * MEMORY_EFFICIENCY) + STEP_OVERHEAD_S)
-    assert decode_step_s(spec, g, f, 1, ctx) == pytest.approx(expected)
+    const = step_overhead_s(f.vllm_version, g.architecture)
+    assert const in STEP_CONSTANT_S.values()
+    parts = stepmodel.step_cost(spec, stepmodel.kernels(g), 1, 1, f.kv_cache_dtype, 2.0, 1, ctx)
+    assert decode_step_s(spec, g, f, 1, ctx) == pytest.approx(parts.total + const)
+    # physics: one token reads every weight once, so the kernels can be no faster than the
+    # weights over the datasheet bandwidth; and the measured small-GEMM efficiencies (0.5-0.9
+    # at 16-1024 MiB on H100) keep it within 2x of that
+    floor = (f.weights_gib * 2**30 + ctx * f.kv_bytes_per_token) / (
+        g.memory_bandwidth_gb_s * 1e9)
+    assert floor < parts.total < 2 * floor
+    assert parts.allreduce == 0  # TP 1
 
 
 def test_more_sequences_more_throughput_and_slower_tokens():
@@ -53,22 +63,26 @@ def test_more_sequences_more_throughput_and_slower_tokens():
 def test_tp_adds_all_reduce_and_pcie_costs_more_than_nvlink():
     spec, sxm, f_sxm = _setup("llama-3.1-70b", "H100-SXM", tp=4)
     _, pcie, f_pcie = _setup("llama-3.1-70b", "H100-PCIe", tp=4)
-    t_sxm = decode_step_s(spec, sxm, f_sxm, 8, 2000)
-    weights_only = ((f_sxm.weights_gib * 2**30 + 8 * 2000 * f_sxm.kv_bytes_per_token)
-                    / (sxm.memory_bandwidth_gb_s * 1e9 * MEMORY_EFFICIENCY) + STEP_OVERHEAD_S)
-    assert t_sxm > weights_only
-    # per byte of weights, PCIe's all-reduce adds more than NVLink's
-    extra_pcie = decode_step_s(spec, pcie, f_pcie, 8, 2000) - (
-        (f_pcie.weights_gib * 2**30 + 8 * 2000 * f_pcie.kv_bytes_per_token)
-        / (pcie.memory_bandwidth_gb_s * 1e9 * MEMORY_EFFICIENCY) + STEP_OVERHEAD_S)
-    assert extra_pcie > t_sxm - weights_only
+    one = stepmodel.step_cost(spec, stepmodel.kernels(sxm), 4, 1, "auto", 2.0, 8, 2000)
+    assert one.allreduce > 0
+    # 2 per layer, each the measured H100 graph-mode all-reduce of 8 tokens x hidden x bf16
+    table = stepmodel.curves()["gpus"]["H100-SXM"]["allreduce_graph"]
+    tp4 = table["latency_us_by_gpus_and_bytes"]["4"]
+    # 8 x 8192 x 2 = 128 KiB: half-way (log scale) between the 64 KiB and 256 KiB points
+    small = (tp4["65536"] * tp4["262144"]) ** 0.5 * 1e-6
+    assert one.allreduce == pytest.approx(2 * spec.num_layers * small, rel=0.01)
+    other = stepmodel.step_cost(spec, stepmodel.kernels(pcie), 4, 1, "auto", 2.0, 8, 2000)
+    assert other.allreduce > 5 * one.allreduce  # PCIe (L40S's table) vs NVLink
+    assert decode_step_s(spec, pcie, f_pcie, 8, 2000) > decode_step_s(spec, sxm, f_sxm, 8, 2000)
 
 
 def test_moe_decode_reads_only_touched_experts():
     spec, g, f = _setup("qwen3-30b-a3b", "H100-SXM")
     one = decode_step_s(spec, g, f, 1, 100)
-    full_read = f.weights_gib * 2**30 / (g.memory_bandwidth_gb_s * 1e9 * MEMORY_EFFICIENCY)
+    full_read = f.weights_gib * 2**30 / (g.memory_bandwidth_gb_s * 1e9 * 0.8)
     assert one < full_read / 2  # 8 of 128 experts
+    many = decode_step_s(spec, g, f, 256, 100)
+    assert many > full_read * 0.8  # 256 tokens touch nearly every expert
 
 
 def test_long_prompts_cost_more_ttft():
@@ -78,13 +92,30 @@ def test_long_prompts_cost_more_ttft():
     assert long.ttft_ms > 20 * short.ttft_ms
 
 
-def test_published_measurements_stay_within_the_reported_error():
+def test_measured_rows_stay_within_the_published_error():
+    """A guard on benchmarks/perf/RESULTS.md's headline: the report split's stated-protocol
+    TPOT median (20.7% when published, issue 28) and the fit split's (6.9%) must not get
+    worse unnoticed; the bounds are the published figures plus a little slack."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / "run.py"
     mod_spec = importlib.util.spec_from_file_location("perf_run", path)
     assert mod_spec and mod_spec.loader
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
-    rows = mod.evaluate()
-    tpot = statistics.median(abs(r["err_tpot_ms"]) for r in rows)
-    ttft = statistics.median(abs(r["err_ttft_ms"]) for r in rows)
-    assert len(rows) >= 7 and tpot < 5 and ttft < 20
+    rows = [r for r in mod.evaluate() if r["metric"] == "tpot" and r["class"] == "stated"
+            and not r["queued"]]
+    report = statistics.median(abs(r["err_pct"]) for r in rows if r["split"] == "report")
+    fitted = statistics.median(abs(r["err_pct"]) for r in rows if r["split"] == "fit")
+    assert len(rows) > 600 and report < 22 and fitted < 8
+
+
+def test_gpus_without_tables_say_whose_curves_they_took():
+    spec, g, f = _setup("llama-3-8b", "A10G")
+    e = estimate(spec, g, f, Workload(input_len=512, output_len=128))
+    assert e.confidence is not None and e.confidence.transferred_from == "L40S"
+    assert "transferred from L40S" in e.confidence.why
+    assert any("L40S's measured curves" in n for n in e.notes)
+    spec, g, f = _setup("llama-3-8b", "H100-SXM")
+    e = estimate(spec, g, f, Workload(input_len=512, output_len=128))
+    assert e.confidence is not None and e.confidence.transferred_from is None
+    # a transferred GPU runs on its own datasheet: A10G's 600 GB/s, not L40S's 864
+    assert stepmodel.kernels(CAT.gpus["A10G"]).bw == 600e9

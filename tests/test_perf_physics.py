@@ -66,31 +66,23 @@ def test_the_queue_starts_where_the_kv_cache_is_full():
     assert not any("queue" in n for n in at.notes)
 
 
-#: vLLM's custom all-reduce on H100 (sgl-project/sglang PR #2904): TP -> [(bytes, µs)]
-ALLREDUCE_H100 = {2: [(512, 9.5), (4096, 8.8), (32768, 8.7), (262144, 12.9), (524288, 17.7),
-                      (1048576, 26.6)],
-                  4: [(512, 9.1), (4096, 8.5), (32768, 9.2), (262144, 20.6), (524288, 26.9),
-                      (1048576, 40.2)],
-                  8: [(512, 10.1), (4096, 9.3), (32768, 11.8), (262144, 24.1), (524288, 30.4),
-                      (1048576, 45.0)]}
+def test_the_all_reduce_is_the_measured_graph_table():
+    """TP all-reduces read the CUDA-graph custom all-reduce table (kernel_curves.json, H100):
+    exact at its points, log-log between them, never faster for more bytes."""
+    from advisor.core import stepmodel
 
-
-def test_the_nvlink_all_reduce_reproduces_the_measurements_it_was_fitted_on():
-    """In-sample by construction (the constants are a least-squares fit to these 18 points):
-    this holds the fit, and the shape — latency grows with TP, bytes cost the same per TP."""
-    from advisor.core.perf import _allreduce_s
-
-    g = CAT.gpus["H100-SXM"]
-    one_layer = SPEC.model_copy(update={"num_layers": 1})
-    for tp, points in ALLREDUCE_H100.items():
-        for size, us in points:
-            tokens = size // (one_layer.hidden_size * 2)
-            if tokens < 1:
-                continue
-            got = _allreduce_s(one_layer, g, tp, tokens, 2.0) / 2 * 1e6  # one all-reduce
-            assert got == pytest.approx(us, rel=0.25), (tp, size, got, us)
-    small = [_allreduce_s(one_layer, g, tp, 1, 2.0) for tp in (2, 4, 8)]
-    assert small == sorted(small)
-    # beyond the measured 1 MiB the extra bytes move at NVLink's per-direction peak
-    big = _allreduce_s(one_layer, g, 8, 8192, 2.0) / 2
-    assert big < 8192 * 4096 * 2 * 1.75 / 50.5e9
+    k = stepmodel.kernels(CAT.gpus["H100-SXM"])
+    table = stepmodel.curves()["gpus"]["H100-SXM"]["allreduce_graph"][
+        "latency_us_by_gpus_and_bytes"]
+    for tp, points in table.items():
+        prev = 0.0
+        for size, us in sorted(points.items(), key=lambda p: int(p[0])):
+            got = k.allreduce_s(int(tp), int(size)) * 1e6
+            assert got == pytest.approx(max(us, prev), rel=1e-6), (tp, size)
+            prev = got
+        mid = k.allreduce_s(int(tp), 2**21) * 1e6  # between the 1 MiB and 4 MiB points
+        assert points["1048576"] <= mid <= points["4194304"]
+    assert k.allreduce_s(1, 2**20) == 0.0
+    # L40S over PCIe Gen4 at TP 4, 64 MiB: the table's 27 ms, 6.7x what the old rule charged
+    pcie = stepmodel.kernels(CAT.gpus["L40S"])
+    assert pcie.allreduce_s(4, 2**26) > 6 * (25e-6 + 2**26 * 1.5 / 25e9)

@@ -1,28 +1,18 @@
-"""The perf model on public_runs.yaml, per split, and a fit of its constants on the fit split.
+"""The shipped perf model on public_runs.yaml, per split (issue 16's report set; issue 28 keeps it
+as a second report set beside benchmarks/perf/run.py's silicon rows).
 
     python benchmarks/perf/calibrate.py                 # the shipped model, per split
     python benchmarks/perf/calibrate.py --results benchmarks/perf/RESULTS-public.md
-    python benchmarks/perf/calibrate.py --fit           # refit on split=fit, print the result
 
-The refitted constants are printed, not written: the loss uses the fit split's fixed-concurrency
-rows only (bursts are reported, not fitted), three rows today, which move nothing; when rows are
-added, adopt a result by editing STEP_OVERHEAD_BY_RELEASE / MEMORY_EFFICIENCY_BY_FAMILY in
-src/advisor/core/perf.py with this command as the source.
-
-What is fitted (issue 16, item 2), by coordinate descent over fixed grids (deterministic, pure
-Python), minimising the median absolute log error of TPOT (or ITL) and output tokens/s over the
-``split: fit`` rows at a fixed concurrency only:
-
-* the per-step overhead of the engine from vLLM 0.11 (the earliest release with public runs
-  here; 0.7-0.10 keep the constant fitted on measurements.yaml), and the saving of
-  ``--async-scheduling`` where a run used it;
-* the achieved share of HBM bandwidth in a decode step, per GPU family with fit rows.
+Nothing is fitted here any more: since issue 28 the model's one fitted number, the per-step
+constant per GPU family x release band, is fitted by ``benchmarks/perf/run.py --fit`` on the
+silicon fit split, and none of these rows is used to fit anything.
 
 Rows modelled: a fixed client concurrency (``concurrency``), and a burst (``request_rate: .inf``,
 ``num_prompts`` N: the replica runs min(N, what fits) at once, and a request waits on average
 (N / running - 1) / 2 of the running ones' end-to-end time before its prefill). Rows at a finite
 Poisson rate, with ``enforce_eager`` or with multi-step scheduling are listed and skipped: the
-model has no term for them. Nothing in ``split: report`` is read by ``--fit``.
+model has no term for them.
 """
 
 from __future__ import annotations
@@ -66,14 +56,9 @@ def skipped(r: dict[str, Any]) -> str | None:
     return None
 
 
-def _era(version: str) -> str:
-    """The overhead era: "v1" (0.7-0.10, the constant fitted on measurements.yaml) and "v1.11"
-    (0.11 and later, the earliest release with public runs here)."""
-    return "v1" if parse_version(version) < (0, 11, 0) else "v1.11"
-
-
 def predict(r: dict[str, Any], cat: Any, params: dict[str, Any]) -> dict[str, float]:
-    """TPOT, TTFT and output tokens/s of one row under ``params`` (the constants to try)."""
+    """TPOT, TTFT and output tokens/s of one row with the shipped model (``params`` is only
+    recorded: see the module's docstring)."""
     spec = advisor.spec_from_config(cat.model_configs[r["model"]], r["model"],
                                     quantization=r.get("quantization"))
     gpu: Gpu = cat.gpus[r["gpu"]]
@@ -86,22 +71,10 @@ def predict(r: dict[str, Any], cat: Any, params: dict[str, Any]) -> dict[str, fl
                              else "auto"), profile(version))
     n = r.get("num_prompts") or 1
     c = r["concurrency"] if r.get("concurrency") is not None else n
-    overhead = params["step_overhead_s"][_era(r["vllm"])]
-    if r.get("async_scheduling"):
-        overhead *= 1 - params["async_saving"]
-    eff = params["memory_efficiency"].get((gpu.architecture or "").lower(),
-                                          params["memory_efficiency"]["default"])
-    saved = (perf.step_overhead_s, perf.memory_efficiency)
-    try:
-        perf.step_overhead_s = lambda _v: overhead  # type: ignore[assignment]
-        perf.memory_efficiency = lambda _g: eff  # type: ignore[assignment]
-        held = max(1, min(f.max_num_seqs, f.kv_cache_tokens // (r["input_len"] + r["output_len"])))
-        run = min(c, held)
-        e = estimate(spec, gpu, f, Workload(input_len=max(1, r["input_len"]),
-                                            output_len=max(1, r["output_len"]),
-                                            concurrency=run))
-    finally:
-        perf.step_overhead_s, perf.memory_efficiency = saved  # type: ignore[assignment]
+    held = max(1, min(f.max_num_seqs, f.kv_cache_tokens // (r["input_len"] + r["output_len"])))
+    run = min(c, held)
+    e = estimate(spec, gpu, f, Workload(input_len=max(1, r["input_len"]),
+                                        output_len=max(1, r["output_len"]), concurrency=run))
     ttft = e.ttft_ms
     if r.get("concurrency") is None and n > run:  # a burst: waves of `run` requests
         ttft += e.e2e_latency_ms * (n / run - 1) / 2
@@ -134,53 +107,10 @@ def errors(params: dict[str, Any], split: str | None, cat: Any) -> list[dict[str
     return out
 
 
-def steady(r: dict[str, Any]) -> bool:
-    """A fixed client concurrency: what advisor's estimates are (a burst is reported, not
-    fitted — the model has no term for the admission waves of hundreds of requests at once)."""
-    return r.get("concurrency") is not None
-
-
-def loss(params: dict[str, Any], cat: Any) -> float:
-    keep = {r["id"] for r in rows() if steady(r)}
-    errs = [abs(math.log(e["pred"] / e["meas"])) for e in errors(params, "fit", cat)
-            if e["metric"] in ("tpot", "output_tps") and e["id"] in keep]
-    return statistics.median(errs)
-
-
 def initial() -> dict[str, Any]:
-    """The shipped constants, in the form --fit varies them."""
-    return {"step_overhead_s": {"v1": perf.step_overhead_s("0.7.0"),
-                                "v1.11": perf.step_overhead_s("0.11.0")},
-            "async_saving": 0.0,
-            "memory_efficiency": {"default": perf.MEMORY_EFFICIENCY,
-                                  **perf.MEMORY_EFFICIENCY_BY_FAMILY}}
-
-
-def fit_params(cat: Any) -> dict[str, Any]:
-    params = initial()
-    fams = sorted({(cat.gpus[r["gpu"]].architecture or "").lower() for r in rows()
-                   if r["split"] == "fit" and not skipped(r) and steady(r)})
-    for fam in fams:
-        params["memory_efficiency"][fam] = perf.MEMORY_EFFICIENCY
-    grids: list[tuple[tuple[str, ...], list[float]]] = [
-        (("step_overhead_s", "v1.11"), [x / 10000 for x in range(0, 41, 1)]),
-        (("async_saving",), [x / 20 for x in range(0, 13)]),
-        *[(("memory_efficiency", fam), [x / 100 for x in range(50, 101, 2)]) for fam in fams],
-    ]
-    best = loss(params, cat)
-    for _ in range(3):  # coordinate descent, three sweeps
-        for path, grid in grids:
-            for v in grid:
-                trial = json.loads(json.dumps(params))
-                node = trial
-                for k in path[:-1]:
-                    node = node[k]
-                node[path[-1]] = v
-                value = loss(trial, cat)
-                if value < best - 1e-12:
-                    best, params = value, trial
-    params["fit_loss_median_abs_log"] = round(best, 5)
-    return params
+    """The shipped per-step constants (printed with the table)."""
+    return {"step_constant_s": {f"{fam}/{band}": v
+                                for (fam, band), v in perf.STEP_CONSTANT_S.items()}}
 
 
 def prefill_demand(r: dict[str, Any], cat: Any) -> float | None:
@@ -233,11 +163,10 @@ def table(errs: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--fit", action="store_true")
     ap.add_argument("--results", type=Path, help="write the tables and every row to this file")
     args = ap.parse_args(argv)
     cat = advisor.load_catalog()
-    params = fit_params(cat) if args.fit else initial()
+    params = initial()
     errs = errors(params, None, cat)
     print(json.dumps(params, indent=1, sort_keys=True))
     print(table(errs))
@@ -248,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.results:
         body = ["# The perf model on public_runs.yaml", "",
                 "Generated by `python benchmarks/perf/calibrate.py --results "
-                "benchmarks/perf/RESULTS-public.md` (the shipped constants"
-                + (", refitted with --fit" if args.fit else "") + ").", "",
+                "benchmarks/perf/RESULTS-public.md` (the shipped model; nothing here is "
+                "fitted).", "",
                 table(errs), "", "| row | split | metric | predicted | measured | error |",
                 "|---|---|---|---|---|---|"]
         body += [f"| {e['id']} | {e['split']} | {e['metric']} | {e['pred']:.1f} | "

@@ -4,8 +4,9 @@ advisor's figures come from two models, each checked against public evidence by 
 
 * memory (``fit``: weights, KV-cache tokens, concurrency) against vLLM start-up logs,
   ``benchmarks/accuracy/run.py`` over ``benchmarks/accuracy/logs.yaml``;
-* latency (``perf``: TTFT and TPOT; throughput follows from TPOT) against published serving
-  runs, ``benchmarks/perf/run.py`` over ``benchmarks/perf/measurements.yaml``.
+* latency (``perf``: TTFT and TPOT; throughput follows from TPOT) against measured vLLM serving
+  runs, ``benchmarks/perf/run.py`` over ``benchmarks/perf/silicon_rows.json`` (aiconfigurator's
+  silicon_sample.csv; the report split, stated protocol only).
 
 Each script writes its own section of ``accuracy.json`` next to this module (``memory``;
 ``ttft`` and ``tpot``), regenerated from the data with ``--write``, so the errors quoted here
@@ -28,7 +29,9 @@ only when all three hold, and otherwise **extrapolated**, with every one that fa
 
 A calibrated estimate quotes the family's **worst** absolute error over its runs
 (``within_pct``), not a percentile: with a handful of runs per family a percentile would claim
-more than the data holds. The median is given beside it.
+more than the data holds. The median is given beside it. A group that records ``p90_pct`` and
+has at least :data:`P90_FROM_RUNS` runs (the perf sections, written from hundreds of measured
+rows by ``benchmarks/perf/run.py``) quotes its p90 instead, naming the worst in ``why``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ from pydantic import BaseModel, ConfigDict, computed_field
 #: the file the benchmarks write and this module reads, in this package
 ACCURACY_FILE = "accuracy.json"
 SCHEMA_VERSION = 1
+
+#: a group with at least this many runs and a ``p90_pct`` (the perf sections since issue 28,
+#: hundreds of measured rows per family) quotes its p90 instead of its worst
+P90_FROM_RUNS = 20
 
 Basis = Literal["calibrated", "extrapolated"]
 Gap = Literal["gpu_family", "model_family", "vllm_release"]
@@ -80,6 +87,9 @@ class Confidence(BaseModel):
     why: str
     #: what was never calibrated (empty when calibrated)
     gaps: tuple[Gap, ...] = ()
+    #: perf only: the catalog GPU whose measured kernel curves this GPU's estimate took (it has
+    #: no kernel tables of its own), None when measured on it or not a perf estimate
+    transferred_from: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -226,6 +236,14 @@ def _decide(section: str, metric: str, gpu_architecture: str | None, model_type:
         return Confidence(metric=metric, basis="extrapolated", scope=scope,
                           why="extrapolated: " + "; ".join(reasons), gaps=tuple(gaps))
     assert group is not None
+    if group.get("p90_pct") is not None and int(group["n"]) >= P90_FROM_RUNS:
+        # enough runs for a percentile (perf sections, issue 28): quote p90, name the worst
+        return Confidence(
+            metric=metric, basis="calibrated", within_pct=float(group["p90_pct"]),
+            median_pct=float(group["median_pct"]), runs=int(group["n"]), scope=scope,
+            why=f"within {group['p90_pct']}% on 9 in 10 (p90; median {group['median_pct']}%, "
+                f"worst {group['worst_pct']}%) of {group['n']} measured run(s) of {family} "
+                "GPUs")
     return Confidence(
         metric=metric, basis="calibrated", within_pct=float(group["worst_pct"]),
         median_pct=float(group["median_pct"]), runs=int(group["n"]), scope=scope,

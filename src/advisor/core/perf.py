@@ -1,10 +1,12 @@
-"""Latency and throughput: a roofline with calibrated efficiencies. Pure functions.
+"""Latency and throughput of one vLLM replica: engine steps composed from measured kernels.
 
-A decode step reads every weight once (MoE: the experts the batch touches) and each sequence's
-KV cache, so it is memory-bound until the batch's FLOPs catch up; a prefill is compute-bound
-once it has enough tokens. Tensor parallelism adds two all-reduces per layer. vLLM adds a fixed
-per-step overhead. The efficiencies in :data:`CALIBRATION` were fitted to the published
-measurements in ``benchmarks/perf/measurements.yaml`` (see their sources there).
+A step's time is the sum of its kernels (GEMMs, attention, all-reduces, element-wise), each
+read off NVIDIA aiconfigurator's measured vLLM kernel tables through
+``kernel_curves.json`` (:mod:`advisor.core.stepmodel`), plus ONE per-step constant per GPU
+family x vLLM release band (:data:`STEP_CONSTANT_S`), fitted on the fit split of
+``benchmarks/perf/silicon.py`` only. Decode steps carry the chunked prefills of arriving
+requests (``max_num_batched_tokens``); TTFT includes the wait behind other prefills and the
+step in flight. Pure functions.
 """
 
 from __future__ import annotations
@@ -15,28 +17,21 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.schema import Gpu
+from advisor.core import stepmodel
 from advisor.core.confidence import Confidence, combine, perf_confidence
 from advisor.core.model import DTYPE_BYTES, ModelSpec
 from advisor.core.sizing import MemoryFit
 from advisor.errors import UserInputError
 
-# Efficiency factors and overheads; see benchmarks/perf/measurements.yaml for the fit.
-#: achieved / datasheet HBM bandwidth in a decode step
+#: the old roofline's constants, kept for the hop rule below and for callers; the step model
+#: (:mod:`advisor.core.stepmodel`) replaced them in decode and prefill
 MEMORY_EFFICIENCY = 0.80
-#: achieved / datasheet dense BF16 (or FP8) tensor throughput in a prefill
 COMPUTE_EFFICIENCY = 0.65
-#: scheduler, sampler and launch cost per engine step
+#: the per-step constant before issue 28 (fitted on benchmarks/perf/measurements.yaml)
 STEP_OVERHEAD_S = 0.002
-#: latency of one all-reduce between the GPUs of a replica, by interconnect
+#: latency of one all-reduce between the GPUs of a replica, by interconnect (the PP hop rule
+#: inside one instance uses it; tensor-parallel all-reduces use the measured tables)
 ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 10e-6, "pcie": 25e-6}
-#: vLLM's custom all-reduce over NVLink, measured on H100 (sgl-project/sglang PR #2904, its
-#: table of vLLM's kernel at TP 2/4/8 and 512 B to 1 MiB, without CUDA graphs): a fixed latency
-#: per TP size and an effective bandwidth, least squares over those 18 points (within 20% of
-#: each): 8.1 / 9.1 / 10.7 µs and 50.5 GB/s of payload (payload = message x 2 (TP - 1) / TP, as
-#: _allreduce_s counts it) — a ninth of NVLink's per-direction peak. Other NVLink GPUs scale the
-#: bandwidth by their NVLink bandwidth over H100's 900 GB/s: an assumption, not measured.
-NVLINK_ALLREDUCE_LATENCY_S = {2: 8.1e-6, 4: 9.1e-6, 8: 10.7e-6}
-NVLINK_ALLREDUCE_BYTES_S_H100 = 50.5e9
 #: achieved per-direction all-reduce bandwidth over PCIe, by generation, bytes/s
 PCIE_BYTES_S = {3: 12e9, 4: 25e9, 5: 50e9}
 #: measured pinned host-to-device copy rate per PCIe generation (x16, process on the GPU's
@@ -49,35 +44,59 @@ H2D_BYTES_S = {3: 12.15e9, 4: 25.13e9, 5: 35.2e9}
 #: besides the bytes over the fabric's bandwidth. ASSUMED, not calibrated: no public
 #: measurement of vLLM's PP hop latency was found; it is small next to STEP_OVERHEAD_S.
 PP_HOP_S = 50e-6
-#: the per-step overhead by vLLM release, (first release, seconds, where it comes from); the
-#: latest entry at or below a release applies
-STEP_OVERHEAD_BY_RELEASE: tuple[tuple[tuple[int, int, int], float, str], ...] = (
-    ((0, 7, 0), STEP_OVERHEAD_S, "fitted on benchmarks/perf/measurements.yaml (Qwen2.5-72B on "
-     "2 x H100, tenstorrent/tt-inference-server#143, release not recorded)"),
-)
-#: achieved share of HBM bandwidth in a decode step, by GPU family (Gpu.architecture, lower
-#: case); families not listed take MEMORY_EFFICIENCY
-MEMORY_EFFICIENCY_BY_FAMILY: dict[str, float] = {}
-CALIBRATION = {"memory_efficiency": MEMORY_EFFICIENCY, "compute_efficiency": COMPUTE_EFFICIENCY,
-               "step_overhead_s": STEP_OVERHEAD_S}
+#: vLLM release bands of the per-step constant: A = before 0.16, B = 0.16 and later
+#: (benchmarks/perf/README.md says why; releases before 0.11 take band A, uncalibrated)
+BAND_B_SINCE = (0, 16, 0)
+#: THE fitted constants: seconds per engine step that no kernel table times (scheduler,
+#: sampler, input preparation, gaps between CUDA-graph replays), per GPU family x band.
+#: Fitted by `python benchmarks/perf/silicon.py --fit` on the fit split of aiconfigurator's
+#: silicon_sample.csv only (gpt-oss-120b on H100/H200/B200, MiniMax-M2.5 on B300; the
+#: minimiser of the median |log(pred/meas)| of TPOT over that cell's fit rows). Evidence:
+STEP_CONSTANT_S: dict[tuple[str, str], float] = {
+    # band B's value: hopper/A's own fit cell (11 row groups, 10 of them gpt-oss-120b on H200
+    # at TP 1, unrecorded 2025 release; the H100 0.11.2 rows are all queued servers) gave
+    # 4.06 ms, absorbing a TP-1 kernel error that the same shape shows in band B (run.py
+    # POOLED; adopted after the first report look, both figures in benchmarks/perf/README.md)
+    ("hopper", "A"): 0.00196,
+    # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.043
+    ("hopper", "B"): 0.00196,
+    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.072
+    ("blackwell", "A"): 0.00120,
+    # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4) on B300 at TP 1-8, vLLM 0.19.0 and
+    # nightly; 0.073
+    ("blackwell", "B"): 0.00194,
+}
+#: families without fit rows take the nearest fitted family's constant (uncalibrated: their
+#: confidence is "extrapolated" because accuracy.json has no runs for them)
+STEP_CONSTANT_FAMILY: dict[str, str] = {"blackwell": "blackwell", "blackwell-ultra": "blackwell"}
 
 
-@functools.lru_cache(maxsize=64)
-def step_overhead_s(vllm_version: str) -> float:
-    """The engine's fixed cost per step (scheduler, sampler, launches) in this release (looked
-    up once per release: every decode and prefill step of a ranking asks)."""
+def release_band(vllm_version: str) -> str:
     from advisor.core.engine import parse_version
 
-    v = parse_version(vllm_version)
-    value = STEP_OVERHEAD_BY_RELEASE[0][1]
-    for since, seconds, _ in STEP_OVERHEAD_BY_RELEASE:
-        if v >= since:
-            value = seconds
-    return value
+    return "B" if parse_version(vllm_version) >= BAND_B_SINCE else "A"
+
+
+def constant_cell(vllm_version: str, architecture: str | None) -> tuple[str, str]:
+    """(GPU family, release band) of the per-step constant that applies."""
+    from advisor.core.confidence import family_key
+
+    return (STEP_CONSTANT_FAMILY.get(family_key(architecture or ""), "hopper"),
+            release_band(vllm_version))
+
+
+@functools.lru_cache(maxsize=256)
+def _step_constant(vllm_version: str, architecture: str | None) -> tuple[float, str]:
+    fam, band = constant_cell(vllm_version, architecture)
+    return STEP_CONSTANT_S[(fam, band)], f"{fam}/{band}"
+
+
+CALIBRATION = {"step_constant_s": STEP_CONSTANT_S}
 
 
 def memory_efficiency(gpu: Gpu) -> float:
-    return MEMORY_EFFICIENCY_BY_FAMILY.get((gpu.architecture or "").lower(), MEMORY_EFFICIENCY)
+    """The old roofline's achieved share of HBM bandwidth (kept for the PP hop rule's callers)."""
+    return MEMORY_EFFICIENCY
 
 
 class Workload(BaseModel):
@@ -85,6 +104,10 @@ class Workload(BaseModel):
     input_len: int = Field(gt=0)
     output_len: int = Field(gt=0)
     concurrency: int = Field(default=1, gt=0)
+    #: prompts a benchmark sends in all (vLLM bench's --num-prompts); None = steady state only.
+    #: A closed loop starts all ``concurrency`` requests at once, so the first wave queues
+    #: behind each other's prefills: that share of requests waits longer for its first token.
+    num_prompts: int | None = Field(default=None, gt=0)
 
 
 class PerfEstimate(BaseModel):
@@ -126,27 +149,6 @@ def _link(gpu: Gpu, tp: int) -> tuple[float, float]:
     return lat, bw
 
 
-def _allreduce_s(spec: ModelSpec, gpu: Gpu, tp: int, tokens: int, act_b: float,
-                 layers: float | None = None) -> float:
-    if tp == 1:
-        return 0.0
-    lat, bw = _link(gpu, tp)
-    message = tokens * spec.hidden_size * act_b
-    payload = message * 2 * (tp - 1) / tp  # ring all-reduce
-    ic = gpu.interconnect
-    if ic is not None and ic.kind == "nvlink" and ic.bandwidth_gb_s:
-        # vLLM's custom all-reduce, measured up to 1 MiB messages (see the constants); above
-        # that the extra bytes move at the link's per-direction peak (NCCL's regime)
-        size = min(NVLINK_ALLREDUCE_LATENCY_S, key=lambda t: (abs(t - tp), t))
-        small = NVLINK_ALLREDUCE_BYTES_S_H100 * ic.bandwidth_gb_s / 900
-        cap = 2**20 * 2 * (tp - 1) / tp
-        one = (NVLINK_ALLREDUCE_LATENCY_S[size] + min(payload, cap) / small
-               + max(0.0, payload - cap) / bw)
-    else:
-        one = lat + payload / bw
-    return 2 * (spec.num_layers if layers is None else layers) * one
-
-
 def _weight_bytes_read(spec: ModelSpec, fit: MemoryFit, batch: int) -> float:
     """Weights one decode step reads per GPU: MoE reads only the experts the batch routes to."""
     total = fit.weights_gib * 2**30
@@ -169,41 +171,56 @@ def offload_s(fit: MemoryFit, host_link_bytes_s: float | None) -> float:
     return fit.cpu_offload_gib * 2**30 / (host_link_bytes_s or H2D_BYTES_S[4])
 
 
+def step_overhead_s(vllm_version: str, architecture: str | None = None) -> float:
+    """The per-step constant of this GPU family and release band (:data:`STEP_CONSTANT_S`)."""
+    return _step_constant(vllm_version, architecture)[0]
+
+
 def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context: float,
-                  host_link_bytes_s: float | None = None) -> float:
-    act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
-    bw = (gpu.memory_bandwidth_gb_s or 0) * 1e9 * memory_efficiency(gpu)
-    if bw <= 0:
+                  host_link_bytes_s: float | None = None,
+                  step_constant_s: float | None = None) -> float:
+    """One decode step of ``batch`` sequences at ``context`` tokens of history on one GPU of the
+    replica (under PP: one stage), composed from the measured kernel curves, plus the per-step
+    constant and any --cpu-offload-gb streaming."""
+    const = (step_overhead_s(fit.vllm_version, gpu.architecture) if step_constant_s is None
+             else step_constant_s)
+    return _cost(spec, gpu, fit, batch, context) + const + offload_s(fit, host_link_bytes_s)
+
+
+def _cost(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, decode: float, context: float,
+          prefill_tokens: float = 0.0, prompt_len: float = 0.0) -> float:
+    if not gpu.memory_bandwidth_gb_s:
         raise UserInputError(f"the catalog has no memory bandwidth for {gpu.id}",
                              hint="add memory_bandwidth_gb_s to its gpus.yaml entry")
-    # under PP, one GPU holds one stage: its weights, its layers' KV cache and FLOPs
-    mem = (_weight_bytes_read(spec, fit, batch) + batch * context * fit.kv_bytes_per_token) / bw
-    flops = 2 * spec.param_counts()["active"] * batch / (fit.tp * fit.pp)
-    peak = _peak_tflops(gpu, act_b, spec.quantization is not None and
-                        spec.quantization.method.startswith("fp8")) * 1e12
-    comp = flops / (peak * COMPUTE_EFFICIENCY)
-    return max(mem, comp) + _allreduce_s(spec, gpu, fit.tp, batch, act_b,
-                                         spec.num_layers / fit.pp) + step_overhead_s(
-        fit.vllm_version) + offload_s(
-        fit, host_link_bytes_s)
+    _peak_tflops(gpu, 2.0, False)  # raises when the catalog has no tensor throughput
+    k = stepmodel.kernels(gpu)
+    return stepmodel.step_cost(spec, k, fit.tp, fit.pp, fit.kv_cache_dtype,
+                               _kv_bytes(fit), int(math.ceil(decode)), context,
+                               prefill_tokens, prompt_len).total
+
+
+def _kv_bytes(fit: MemoryFit) -> float:
+    return 1.0 if fit.kv_cache_dtype.startswith("fp8") else DTYPE_BYTES.get(fit.dtype, 2.0)
+
+
+def _chunks(fit: MemoryFit, tokens: int, decoding: int) -> tuple[int, float]:
+    """(chunks, tokens per chunk) of one prompt under chunked prefill: each step's token budget
+    (max_num_batched_tokens) less one token per decoding sequence."""
+    room = max(1, max(1, fit.max_num_batched_tokens) - decoding)
+    n = max(1, math.ceil(tokens / room))
+    return n, tokens / n
 
 
 def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
-              hop_s: float = 0.0, host_link_bytes_s: float | None = None) -> float:
-    act_b = DTYPE_BYTES.get(fit.dtype, 2.0)
-    fp8 = spec.quantization is not None and spec.quantization.method.startswith("fp8")
-    peak = _peak_tflops(gpu, act_b, fp8) * 1e12 * COMPUTE_EFFICIENCY
-    linear = 2 * spec.param_counts()["active"] * tokens / fit.tp
-    attn = 2 * spec.num_layers * tokens * tokens * spec.num_heads * spec.head_dim / fit.tp
-    chunk = max(1, fit.max_num_batched_tokens)
-    steps = math.ceil(tokens / chunk)
-    bw = (gpu.memory_bandwidth_gb_s or 1) * 1e9 * memory_efficiency(gpu)
-    # each chunk reads every stage's weights once; under PP the stages run one after another
-    weights = fit.weights_gib * fit.pp * 2**30 / bw * steps
-    return max((linear + attn) / peak, weights) + steps * (
-        _allreduce_s(spec, gpu, fit.tp, min(tokens, chunk), act_b)
-        + step_overhead_s(fit.vllm_version)
-        + (fit.pp - 1) * hop_s + offload_s(fit, host_link_bytes_s))
+              hop_s: float = 0.0, host_link_bytes_s: float | None = None,
+              step_constant_s: float | None = None) -> float:
+    """One prompt alone, in chunks of max_num_batched_tokens; under PP every chunk passes the
+    stages one after another."""
+    const = (step_overhead_s(fit.vllm_version, gpu.architecture) if step_constant_s is None
+             else step_constant_s)
+    n, chunk = _chunks(fit, tokens, 0)
+    one = _cost(spec, gpu, fit, 0, 0.0, chunk, tokens)
+    return n * (fit.pp * one + const + (fit.pp - 1) * hop_s + offload_s(fit, host_link_bytes_s))
 
 
 def pp_hop_s(spec: ModelSpec, fit: MemoryFit, tokens: int, fabric_gbps: float | None,
@@ -221,7 +238,8 @@ def pp_hop_s(spec: ModelSpec, fit: MemoryFit, tokens: int, fabric_gbps: float | 
 
 def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
              across_nodes: bool = False, fabric_gbps: float | None = None,
-             host_link_bytes_s: float | None = None) -> PerfEstimate:
+             host_link_bytes_s: float | None = None,
+             step_constant_s: float | None = None) -> PerfEstimate:
     """TTFT, TPOT and throughput of one replica at ``workload.concurrency`` sequences.
 
     Under pipeline parallelism (``fit.pp`` > 1) vLLM keeps ``pp`` micro-batches in flight: a
@@ -230,6 +248,8 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     fabric when ``across_nodes``), and one engine-step overhead.
     """
     notes: list[str] = []
+    source = stepmodel.curve_source(gpu)
+    transferred = source if source != gpu.id else None
     asked = workload.concurrency
     per_seq = workload.input_len + workload.output_len
     # sequences that run at once: what the KV cache holds at full length, and max_num_seqs;
@@ -238,28 +258,49 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     c = max(1, min(asked, fit.max_num_seqs, held))
     ctx = workload.input_len + workload.output_len / 2
     pp = fit.pp
+    const = (step_overhead_s(fit.vllm_version, gpu.architecture) if step_constant_s is None
+             else step_constant_s)
+    isl, osl = workload.input_len, workload.output_len
     if pp == 1:
-        step = decode_step_s(spec, gpu, fit, c, ctx, host_link_bytes_s)
-        pre = prefill_s(spec, gpu, fit, workload.input_len, host_link_bytes_s=host_link_bytes_s)
+        off = offload_s(fit, host_link_bytes_s)
+        step = _cost(spec, gpu, fit, c, ctx) + const + off
+        # a prompt arriving while c - 1 others decode rides in their steps, chunk by chunk
+        n, chunk = _chunks(fit, isl, c - 1)
+        mixed = _cost(spec, gpu, fit, c - 1, ctx, chunk, isl) + const + off
+        own = n * mixed
+        # steady state: every osl steps each of the others is replaced by a new request, whose
+        # n chunks make n of the steps mixed ones (TPOT is the mean step)
+        arrivals = (c - 1) / osl
+        tpot = step + arrivals * n * max(0.0, mixed - step)
+        # TTFT: the step in flight (half of one on average), the wait behind other prompts
+        # (M/D/1 on the prefill slots: prompts per step that fit the token budget), own chunks
+        per_step = max(1, int((max(1, fit.max_num_batched_tokens) - (c - 1)) // max(1, isl)))
+        rho = min(0.9, arrivals * n / per_step)
+        ttft = own + (step / 2 if c > 1 else 0.0) + rho / (2 * (1 - rho)) * own
+        if workload.num_prompts and c > 1:
+            # the first wave: all c prompts at once, in steps of the whole token budget
+            budget = max(1, fit.max_num_batched_tokens)
+            full = _cost(spec, gpu, fit, 0, 0.0, min(budget, c * isl), isl) + const + off
+            wave = (math.ceil(c * isl / budget) + 1) / 2 * full
+            share = min(1.0, c / workload.num_prompts)
+            ttft = (1 - share) * ttft + share * wave
     else:
         mb = max(1, math.ceil(c / pp))
         hop = pp_hop_s(spec, fit, mb, fabric_gbps, across_nodes, gpu)
-        over = step_overhead_s(fit.vllm_version)
-        stage = decode_step_s(spec, gpu, fit, mb, ctx, host_link_bytes_s) - over
-        step = pp * (stage + hop) + over
-        chunk = min(workload.input_len, max(1, fit.max_num_batched_tokens))
-        pre = prefill_s(spec, gpu, fit, workload.input_len,
-                        pp_hop_s(spec, fit, chunk, fabric_gbps, across_nodes, gpu),
-                        host_link_bytes_s)
+        stage = decode_step_s(spec, gpu, fit, mb, ctx, host_link_bytes_s, const) - const
+        step = pp * (stage + hop) + const
+        chunk_len = min(isl, max(1, fit.max_num_batched_tokens))
+        pre = prefill_s(spec, gpu, fit, isl,
+                        pp_hop_s(spec, fit, chunk_len, fabric_gbps, across_nodes, gpu),
+                        host_link_bytes_s, const)
         notes.append(f"pipeline of {pp} stages" + (" across instances" if across_nodes else "")
                      + f": {pp} micro-batches of {mb} sequence(s) in flight")
+        tpot = step + pre * (c - 1) / osl if c > 1 else step
+        ttft = pre + (step if c > 1 else 0.0)
     if fit.cpu_offload_gib:
         notes.append(f"{fit.cpu_offload_gib:g} GiB of weights per GPU stream from host memory "
                      f"every forward pass ({offload_s(fit, host_link_bytes_s) * 1000:.0f} ms at "
                      f"{(host_link_bytes_s or H2D_BYTES_S[4]) / 1e9:.0f} GB/s)")
-    # in steady state every request's prefill is interleaved with the others' decode steps
-    tpot = step + pre * (c - 1) / workload.output_len if c > 1 else step
-    ttft = pre + (step if c > 1 else 0.0)
     e2e = ttft + tpot * (workload.output_len - 1)
     out_tps = c * workload.output_len / e2e
     if asked > c:
@@ -274,6 +315,9 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
                      "added to TTFT; throughput is that of the running ones")
         ttft += wait
         e2e += wait
+    if transferred:
+        notes.append(f"no kernel tables for {gpu.id}: {source}'s measured curves, scaled by "
+                     "datasheet bandwidth and peaks")
     mem_bound = (_weight_bytes_read(spec, fit, c) + c * ctx * fit.kv_bytes_per_token)
     bound = "memory" if mem_bound / ((gpu.memory_bandwidth_gb_s or 1) * 1e9) * 1.0 >= (
         2 * spec.param_counts()["active"] * c / (fit.tp * fit.pp)
@@ -283,11 +327,19 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
                         requests_per_s=round(out_tps / workload.output_len, 4),
                         concurrency=c, decode_bound=bound, e2e_latency_ms=round(e2e * 1000, 1),
                         notes=notes, confidence=_confidence(gpu.architecture, spec.model_type,
-                                                            fit.vllm_version))
+                                                            fit.vllm_version, transferred))
 
 
 @functools.lru_cache(maxsize=256)
-def _confidence(architecture: str | None, model_type: str, vllm_version: str) -> Confidence:
-    """TPOT's and TTFT's confidence together, once per GPU family, model family and release."""
-    return combine(*(perf_confidence(architecture, model_type, vllm_version, m)
+def _confidence(architecture: str | None, model_type: str, vllm_version: str,
+                transferred_from: str | None = None) -> Confidence:
+    """TPOT's and TTFT's confidence together, once per GPU family, model family and release;
+    a GPU without its own kernel tables says whose curves it took."""
+    conf = combine(*(perf_confidence(architecture, model_type, vllm_version, m)
                      for m in ("tpot", "ttft")))
+    if transferred_from is None:
+        return conf
+    return conf.model_copy(update={
+        "transferred_from": transferred_from,
+        "why": f"{conf.why}; kernel curves transferred from {transferred_from} (datasheet "
+               "ratios, no tables measured on this GPU)"})

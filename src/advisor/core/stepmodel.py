@@ -1,0 +1,474 @@
+"""vLLM engine steps composed from measured kernel curves (issue 28, item 2). Pure functions.
+
+One engine step runs, per layer: the linear layers (GEMMs), attention over each sequence's KV
+cache, two all-reduces under tensor parallelism and a few element-wise kernels; then the LM head;
+plus a per-step constant for what no kernel table times (scheduler, sampler, gaps between
+kernels). Each kernel's time comes from ``kernel_curves.json`` (written by
+``benchmarks/perf/kernel_curves.py`` from NVIDIA aiconfigurator's measured vLLM tables; see
+``benchmarks/perf/KERNELS.md`` for the definitions):
+
+* a GEMM of n x k per-GPU weights over m tokens takes the longer of its memory time (weights +
+  activations over HBM bandwidth x ``decode_gemm`` efficiency at that matrix size) and its
+  compute time (2mnk over the dtype's dense peak x ``prefill_gemm`` efficiency at that m);
+* decode attention reads each sequence's KV at ``decode_attention`` efficiency (by history),
+  never better than a GEMM moving the same bytes (small calls are launch-bound);
+* a prompt's attention costs its causal FLOPs at ``context_attention`` efficiency (by length);
+* an all-reduce is the measured CUDA-graph custom all-reduce, interpolated in log-log space by
+  message bytes, for the replica's GPU count.
+
+GPUs without tables take the nearest architecture's curves (:data:`TRANSFER`), with their own
+datasheet bandwidth and peaks (the curves are fractions of those), and all-reduce times scaled
+by the link bandwidth ratio; :func:`kernels` records which GPU they came from so the confidence
+label can say "transferred from X".
+
+The JSON is read lazily with the standard library on the first estimate (no pyarrow/pandas on
+the runtime path: ``tests/test_kernel_curves.py`` checks).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from advisor.catalog.schema import Gpu
+from advisor.core.model import ModelSpec
+
+CURVES_FILE = "kernel_curves.json"
+MIB = 2**20
+
+#: catalog GPUs without kernel tables -> the catalog GPU whose curves they take: same
+#: architecture and memory kind where one has tables (A100 PCIe/40GB -> A100 SXM, H100
+#: PCIe/NVL -> H100 SXM); Ampere/Turing GDDR cards (A10, A10G, T4) and L4 -> L40S (GDDR, PCIe,
+#: no NVLink: the nearest memory system with tables); Volta HBM2 -> A100; MI300X (HBM3, no AMD
+#: tables exist) -> H100 SXM. Efficiencies are fractions of each GPU's own datasheet figures,
+#: so taking a curve is scaling it by the datasheet ratios.
+TRANSFER: dict[str, str] = {
+    "A100-40GB-SXM": "A100-80GB-SXM", "A100-80GB-PCIe": "A100-80GB-SXM",
+    "H100-PCIe": "H100-SXM", "H100-NVL": "H100-SXM",
+    "A10": "L40S", "A10G": "L40S", "L4": "L40S", "T4": "L40S",
+    "V100-SXM2-16GB": "A100-80GB-SXM", "V100-SXM2-32GB": "A100-80GB-SXM",
+    "V100-PCIe-16GB": "A100-80GB-SXM", "MI300X": "H100-SXM",
+}
+#: GPUs not in the catalog's list above: by family (``confidence.family_key`` of architecture)
+TRANSFER_BY_FAMILY: dict[str, str] = {
+    "hopper": "H100-SXM", "blackwell": "B200", "ampere": "A100-80GB-SXM",
+    "ada-lovelace": "L40S", "turing": "L40S", "volta": "A100-80GB-SXM", "cdna-3": "H100-SXM",
+}
+#: all-reduce source by link: NVLink-class links take H100-SXM's table (B200's for NVLink 5),
+#: PCIe Gen <= 4 L40S's, Gen 5+ RTX PRO 6000's; the bandwidth part is scaled by the ratio of
+#: the links' datasheet bandwidth (NVLink bandwidth_gb_s; PCIe x16 per generation below)
+PCIE_X16_GB_S = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
+#: element-wise kernels per decoder layer that no table times, counted from vLLM's Llama/Qwen
+#: forward: two fused_add_rms_norm, rotary_embedding, reshape_and_cache (KV write), silu_and_mul.
+#: Each is charged as a transfer of its activation bytes at the decode-GEMM efficiency of that
+#: many bytes (the tables' small-transfer cost, i.e. mostly launch latency).
+ELEMENTWISE_PER_LAYER = 5
+
+
+@functools.cache
+def curves() -> dict[str, Any]:
+    """The shipped kernel curves, read once."""
+    text = resources.files("advisor.core").joinpath(CURVES_FILE).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+Curve = tuple[tuple[float, ...], tuple[float, ...]]  # (log2 x at bin centres, values)
+
+
+def _curve(table: dict[str, float]) -> Curve:
+    keys = sorted((float(k), float(v)) for k, v in table.items())
+    xs: list[float] = []
+    for i, (k, _) in enumerate(keys):
+        nxt = keys[i + 1][0] if i + 1 < len(keys) else k * (k / keys[i - 1][0] if i else 2.0)
+        xs.append(math.log2(k) + (math.log2(nxt) - math.log2(k)) / 2)  # bin centre (log)
+    return tuple(xs), tuple(v for _, v in keys)
+
+
+def interp(c: Curve, x: float) -> float:
+    """Piecewise linear in log2(x), flat beyond the ends."""
+    xs, ys = c
+    lx = math.log2(max(x, 1e-30))
+    if lx <= xs[0]:
+        return ys[0]
+    if lx >= xs[-1]:
+        return ys[-1]
+    i = bisect.bisect_right(xs, lx)
+    t = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return ys[i - 1] + t * (ys[i] - ys[i - 1])
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """One GPU's kernel costs: its own or transferred curves, its bandwidth and peaks."""
+
+    gpu: str
+    #: the catalog GPU whose tables the curves came from (== gpu when measured on it)
+    source: str
+    bw: float  # bytes/s
+    peaks: dict[str, float]  # dtype -> dense FLOP/s
+    decode_gemm: dict[str, Curve]
+    prefill_gemm: dict[str, Curve]
+    decode_attention: dict[str, Curve]
+    context_attention: dict[str, Curve]
+    #: tp -> (log2 bytes, log2 µs) points; times scaled by ``ar_scale`` above ``ar_floor_us``
+    allreduce: dict[int, Curve]
+    ar_source: str
+    ar_scale: float
+
+    @property
+    def transferred(self) -> bool:
+        return self.source != self.gpu
+
+    def dec_eff(self, dtype: str, nbytes: float) -> float:
+        c = self.decode_gemm.get(dtype) or self.decode_gemm["bfloat16"]
+        eff = interp(c, nbytes / MIB)
+        if dtype == "fp8_block" and "fp8" in self.decode_gemm:
+            # the fp8_block tables time one blockwise kernel at m <= 16 that reaches 0.01 of
+            # HBM bandwidth at 16 MiB on Blackwell (KERNELS.md); the fit split's block-fp8 rows
+            # (MiniMax-M2.5 on B300) run 3-6x faster end to end than that allows, so block
+            # scaling is charged no worse than per-tensor fp8 (same bytes)
+            eff = max(eff, interp(self.decode_gemm["fp8"], nbytes / MIB))
+        return eff
+
+    def pre_eff(self, dtype: str, m: float) -> float:
+        c = self.prefill_gemm.get(dtype) or self.prefill_gemm["bfloat16"]
+        eff = interp(c, m)
+        if dtype == "fp8_block" and "fp8" in self.prefill_gemm:
+            eff = max(eff, interp(self.prefill_gemm["fp8"], m))
+        return eff
+
+    def peak(self, dtype: str) -> float:
+        return self.peaks.get(dtype) or self.peaks["bfloat16"]
+
+    def allreduce_s(self, tp: int, nbytes: float) -> float:
+        if tp <= 1 or nbytes <= 0:
+            return 0.0
+        key = min(self.allreduce, key=lambda t: (abs(math.log2(t) - math.log2(tp)), -t))
+        xs, ys = self.allreduce[key]
+        lx = math.log2(nbytes)
+        if lx <= xs[0]:
+            ly = ys[0]
+        elif lx >= xs[-1]:
+            ly = ys[-1] + (lx - xs[-1])  # beyond the table: linear in bytes
+        else:
+            i = bisect.bisect_right(xs, lx)
+            t = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
+            ly = ys[i - 1] + t * (ys[i] - ys[i - 1])
+        us = 2**ly
+        floor = 2 ** ys[0]
+        us = floor + (us - floor) * self.ar_scale
+        return us * 1e-6
+
+
+@dataclass(frozen=True)
+class _GpuFacts:
+    id: str
+    architecture: str | None
+    memory_bandwidth_gb_s: float | None
+    bf16_tflops: float | None
+    fp16_tflops: float | None
+    fp8_tflops: float | None
+    kind: str
+    link_gb_s: float | None
+    pcie_gen: int | None
+
+
+def _family(gpu: Gpu | _GpuFacts) -> str:
+    from advisor.core.confidence import family_key
+
+    return family_key(gpu.architecture or "")
+
+
+def curve_source(gpu: Gpu | _GpuFacts) -> str:
+    """The catalog GPU whose measured curves ``gpu`` uses."""
+    have = curves()["gpus"]
+    if gpu.id in have:
+        return gpu.id
+    return TRANSFER.get(gpu.id) or TRANSFER_BY_FAMILY.get(_family(gpu), "H100-SXM")
+
+
+def _link_gb_s(gpu: _GpuFacts) -> tuple[str, float]:
+    if gpu.kind != "pcie" and gpu.link_gb_s:
+        return "nvlink", float(gpu.link_gb_s)
+    return "pcie", PCIE_X16_GB_S.get(gpu.pcie_gen or 4, 32.0)
+
+
+def kernels(gpu: Gpu) -> Kernels:
+    ic = gpu.interconnect
+    return _kernels(gpu.id, gpu.architecture, gpu.memory_bandwidth_gb_s, gpu.bf16_tflops,
+                    gpu.fp16_tflops, gpu.fp8_tflops, ic.kind if ic else "pcie",
+                    ic.bandwidth_gb_s if ic else None, gpu.pcie_gen)
+
+
+@functools.lru_cache(maxsize=64)
+def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
+             bf16: float | None, fp16: float | None, fp8: float | None, kind: str,
+             link_gb_s: float | None, pcie_gen: int | None) -> Kernels:
+    gpu = _GpuFacts(gpu_id, architecture, bw_gb_s, bf16, fp16, fp8, kind, link_gb_s, pcie_gen)
+    data = curves()["gpus"]
+    source = curve_source(gpu)
+    src = data[source]
+    spec = src["system_spec"]
+    if source == gpu.id:
+        bw = float(spec["mem_bw_bytes_s"])
+        peaks = {"bfloat16": float(spec["bfloat16_tc_flops"])}
+        if spec.get("fp8_tc_flops"):
+            peaks["fp8"] = peaks["fp8_block"] = float(spec["fp8_tc_flops"])
+        if spec.get("fp4_tc_flops"):
+            peaks["nvfp4"] = float(spec["fp4_tc_flops"])
+    else:  # transferred: the target's own datasheet figures, the source's efficiencies
+        bw = float(gpu.memory_bandwidth_gb_s or 0) * 1e9
+        peaks = {"bfloat16": float(gpu.bf16_tflops or gpu.fp16_tflops or 0) * 1e12}
+        if gpu.fp8_tflops:
+            peaks["fp8"] = peaks["fp8_block"] = float(gpu.fp8_tflops) * 1e12
+    dtypes_with_peak = set(peaks)
+    dec = {k: _curve(v["efficiency_by_weight_mib"]) for k, v in src["decode_gemm"].items()
+           if k in dtypes_with_peak}
+    pre = {k: _curve(v["efficiency_by_m"]) for k, v in src["prefill_gemm"].items()
+           if k in dtypes_with_peak}
+    da = {k: _curve(v["efficiency_by_history"]) for k, v in src["decode_attention"].items()}
+    ca = {k: _curve(v["efficiency_by_isl"]) for k, v in src["context_attention"].items()}
+    # all-reduce: the GPU's own table when the link matches, else the nearest link's, scaled
+    kind, link = _link_gb_s(gpu)
+    if source == gpu.id and (kind == "nvlink") == (
+            "nvlink" in str(src["allreduce_graph"].get("interconnect", ""))):
+        ar_source, scale = source, 1.0
+    else:
+        if kind == "nvlink":
+            ar_source = "B200" if link >= 1800 else "H100-SXM"
+            ref = 1800.0 if ar_source == "B200" else 900.0
+        else:
+            gen5 = (gpu.pcie_gen or 4) >= 5
+            ar_source = "RTX-PRO-6000" if gen5 else "L40S"
+            ref = PCIE_X16_GB_S[5 if gen5 else 4]
+        scale = ref / link
+    table = data[ar_source]["allreduce_graph"]["latency_us_by_gpus_and_bytes"]
+    ar = {}
+    for tp, points in table.items():
+        pts = sorted((math.log2(float(b)), math.log2(float(us))) for b, us in points.items())
+        # keep the curve non-decreasing (small-message noise)
+        ys: list[float] = []
+        for _, y in pts:
+            ys.append(max(y, ys[-1]) if ys else y)
+        ar[int(tp)] = (tuple(x for x, _ in pts), tuple(ys))
+    return Kernels(gpu=gpu_id, source=source, bw=bw, peaks=peaks, decode_gemm=dec,
+                   prefill_gemm=pre, decode_attention=da, context_attention=ca, allreduce=ar,
+                   ar_source=ar_source, ar_scale=scale)
+
+
+# --- the model's layers -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """Which curve each kind of weight runs on, and its stored bytes per weight."""
+
+    linear: str
+    linear_bytes: float
+    experts: str
+    expert_bytes: float
+
+
+def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
+    """Weight dtype -> curve: bf16/fp16 -> bfloat16; fp8 per-tensor -> fp8; block fp8 (method
+    "fp8_block") -> fp8_block; nvfp4 -> nvfp4; mxfp4 experts (gpt-oss) -> nvfp4 where the GPU
+    has FP4 tensor cores, else a weight-only kernel; weight-only formats (AWQ, GPTQ, int4, fp8
+    on a GPU without FP8) run at the bf16 curve's efficiency on their own bytes."""
+    q = spec.quantization
+    if q is None:
+        return Dtypes("bfloat16", 2.0, "bfloat16", 2.0)
+    m = q.method.lower()
+    if m.startswith("fp8_block") or m == "fp8-block":
+        d = "fp8_block"
+    elif m.startswith("fp8") or m in ("fbgemm_fp8", "modelopt", "w8a8", "int8"):
+        d = "fp8"
+    elif m in ("nvfp4", "modelopt_fp4", "mxfp4"):
+        d = "nvfp4"
+    else:
+        d = "weight_only"
+    if d not in k.decode_gemm:
+        d = "bfloat16"  # weight-only path: bf16 math on the stored bytes
+    if q.scope == "experts":
+        return Dtypes("bfloat16", 2.0, d, q.bytes_per_weight)
+    return Dtypes(d, q.bytes_per_weight, d, q.bytes_per_weight)
+
+
+def gemm_s(k: Kernels, dtype: str, wbytes_per: float, n: float, kk: float, m: float) -> float:
+    """One GEMM of n x kk per-GPU weights over m tokens."""
+    w = n * kk * wbytes_per
+    mem = (w + m * (n + kk) * 2) / (k.bw * k.dec_eff(dtype, w))
+    cmp = 2 * m * n * kk / (k.peak(dtype) * k.pre_eff(dtype, m))
+    return max(mem, cmp)
+
+
+def _moe_eff(k: Kernels, dtype: str, nbytes: float) -> float:
+    """Bandwidth efficiency of a fused-MoE weight read. No MoE table is extracted yet
+    (KERNELS.md, "What is left"); the dense tables' 4-bit and fp8 GEMMs at m <= 16 top out at
+    0.65-0.77 of HBM bandwidth on Blackwell, below the fit split's gpt-oss-120b B200 rows (a
+    batch-64 step that reads ~53 GB of experts in 10.5 ms end to end: >= 0.68). A fused MoE
+    kernel streams all its experts in one launch, so it is charged the better of its dtype's
+    curve and the bf16 curve at the same bytes."""
+    return max(k.dec_eff(dtype, nbytes), k.dec_eff("bfloat16", nbytes))
+
+
+def _transfer_s(k: Kernels, nbytes: float) -> float:
+    """A small memory-bound kernel moving ``nbytes`` (element-wise, KV writes)."""
+    return nbytes / (k.bw * k.dec_eff("bfloat16", nbytes))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Per-GPU shapes of one replica (TP ``tp``) of ``spec``, layers of this GPU's stage."""
+
+    layers_full: float
+    layers_sliding: float
+    dense_layers: float
+    moe_layers: float
+    hidden: int
+    q_heads: float
+    kv_bytes_layer: float  # KV bytes per token per layer on one GPU
+    head_dim_ctx: float  # per-head dim of the prompt's attention FLOPs
+    qkv_n: float
+    o_k: float
+    inter: float  # dense MLP intermediate per GPU
+    expert_inter: float
+    experts: int
+    topk: int
+    shared_inter: float
+    vocab: float
+    window: int | None
+    attn_extra_params: float  # MLA's latent projections per layer (replicated)
+
+
+def shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
+    return _shape(spec, tp, pp, kv_bytes)
+
+
+@functools.lru_cache(maxsize=256)
+def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
+    n = spec.num_layers
+    sliding = sum(1 for x in spec.layer_kinds if x == "sliding")
+    moe_layers = sum(1 for i in range(n) if spec.is_moe_layer(i))
+    h, d = spec.hidden_size, spec.head_dim
+    extra = 0.0
+    if spec.mla is not None:
+        m = spec.mla
+        kv_layer = (m.kv_lora_rank + m.qk_rope_head_dim) * kv_bytes  # one latent, all GPUs
+        d_ctx = (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) / 2
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q_in = m.q_lora_rank or h
+        qkv_n = spec.num_heads / tp * qk + (m.kv_lora_rank + m.qk_rope_head_dim) / tp
+        o_k = spec.num_heads / tp * m.v_head_dim
+        # q_a (h x q_lora) and the kv up-projection (kv_lora x heads x (nope + v)), per GPU
+        extra = (h * (m.q_lora_rank or 0) + m.kv_lora_rank * spec.num_heads / tp
+                 * (m.qk_nope_head_dim + m.v_head_dim))
+        del q_in
+    else:
+        kv_heads = max(1.0, spec.num_kv_heads / tp)
+        kv_layer = 2 * kv_heads * d * kv_bytes
+        d_ctx = float(d)
+        qkv_n = (spec.num_heads / tp + 2 * kv_heads) * d
+        o_k = spec.num_heads / tp * d
+    moe = spec.moe
+    return Shape(
+        layers_full=(n - sliding) / pp, layers_sliding=sliding / pp,
+        dense_layers=(n - moe_layers) / pp, moe_layers=moe_layers / pp, hidden=h,
+        q_heads=spec.num_heads / tp, kv_bytes_layer=kv_layer, head_dim_ctx=d_ctx,
+        qkv_n=qkv_n, o_k=o_k, inter=spec.intermediate_size / tp,
+        expert_inter=(moe.expert_intermediate_size / tp) if moe else 0.0,
+        experts=moe.num_experts if moe else 0, topk=moe.experts_per_token if moe else 0,
+        shared_inter=((moe.shared_intermediate_size
+                       or moe.num_shared_experts * moe.expert_intermediate_size) / tp)
+        if moe else 0.0,
+        vocab=spec.padded_vocab / tp, window=spec.sliding_window, attn_extra_params=extra)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Seconds of one step by part (no per-step constant)."""
+
+    gemm: float
+    attention: float
+    allreduce: float
+    other: float
+
+    @property
+    def total(self) -> float:
+        return self.gemm + self.attention + self.allreduce + self.other
+
+
+def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_bytes: float,
+              decode: int, context: float, prefill_tokens: float = 0.0,
+              prompt_len: float = 0.0) -> StepCost:
+    """One engine step on one GPU of the replica: ``decode`` sequences at mean ``context``
+    tokens of history, plus ``prefill_tokens`` tokens of prompts ``prompt_len`` long (their
+    share of those prompts' attention)."""
+    s = shape(spec, tp, pp, kv_bytes)
+    dt = dtypes(spec, k)
+    m = decode + prefill_tokens
+    if m <= 0:
+        return StepCost(0.0, 0.0, 0.0, 0.0)
+    h = s.hidden
+    layers = s.layers_full + s.layers_sliding
+    # attention projections
+    proj = (gemm_s(k, dt.linear, dt.linear_bytes, s.qkv_n, h, m)
+            + gemm_s(k, dt.linear, dt.linear_bytes, h, s.o_k, m))
+    if s.attn_extra_params:
+        proj += gemm_s(k, dt.linear, dt.linear_bytes, s.attn_extra_params / h, h, m)
+    gemm = layers * proj
+    # MLPs
+    if s.dense_layers:
+        gemm += s.dense_layers * (gemm_s(k, dt.linear, dt.linear_bytes, 2 * s.inter, h, m)
+                                  + gemm_s(k, dt.linear, dt.linear_bytes, h, s.inter, m))
+    if s.moe_layers:
+        # the experts the step's tokens route to, read once by one fused kernel each for
+        # gate/up and down; the routed tokens' FLOPs at the prefill efficiency of their count
+        routed = m * s.topk
+        touched = s.experts * (1 - (1 - s.topk / s.experts) ** m) if m < 1e4 else s.experts
+        e_gate = touched * 2 * s.expert_inter * h * dt.expert_bytes
+        e_down = touched * s.expert_inter * h * dt.expert_bytes
+        mem = ((e_gate + routed * (h + 2 * s.expert_inter) * 2)
+               / (k.bw * _moe_eff(k, dt.experts, e_gate))
+               + (e_down + routed * (h + s.expert_inter) * 2)
+               / (k.bw * _moe_eff(k, dt.experts, e_down)))
+        # each touched expert's GEMM sees only its share of the routed tokens
+        cmp = 2 * routed * 3 * h * s.expert_inter / (
+            k.peak(dt.experts) * k.pre_eff(dt.experts, routed / max(touched, 1.0)))
+        moe = max(mem, cmp) + gemm_s(k, "bfloat16", 2.0, s.experts, h, m)  # router
+        if s.shared_inter:
+            moe += (gemm_s(k, dt.linear, dt.linear_bytes, 2 * s.shared_inter, h, m)
+                    + gemm_s(k, dt.linear, dt.linear_bytes, h, s.shared_inter, m))
+        gemm += s.moe_layers * moe
+    gemm += gemm_s(k, "bfloat16", 2.0, s.vocab, h, max(1, decode + (1 if prefill_tokens else 0)))
+    # attention
+    kvd = "fp8" if kv_dtype.startswith("fp8") else "bfloat16"
+    attn = 0.0
+    if decode:
+        for n_layers, hist in ((s.layers_full, context),
+                               (s.layers_sliding, min(context, s.window or context))):
+            if n_layers:
+                nbytes = decode * hist * s.kv_bytes_layer
+                c = k.decode_attention.get(kvd) or k.decode_attention["bfloat16"]
+                eff = min(interp(c, hist), k.dec_eff("bfloat16", nbytes))
+                attn += n_layers * nbytes / (k.bw * eff)
+    if prefill_tokens and prompt_len:
+        c = k.context_attention.get(kvd) or k.context_attention["bfloat16"]
+        for n_layers, span in ((s.layers_full, prompt_len),
+                               (s.layers_sliding, min(prompt_len, s.window or prompt_len))):
+            if n_layers:
+                # this step's share of the prompts' causal attention FLOPs
+                flops = 2 * s.q_heads * s.head_dim_ctx * span * prefill_tokens
+                attn += n_layers * flops / (k.peak("bfloat16") * interp(c, span))
+    # all-reduces (two per layer) and element-wise kernels
+    ar = 2 * layers * k.allreduce_s(tp, m * h * 2) if tp > 1 else 0.0
+    act = m * h * 2
+    other = layers * (ELEMENTWISE_PER_LAYER - 1) * _transfer_s(k, 2 * act)
+    other += (s.dense_layers * _transfer_s(k, 3 * m * s.inter * 2)
+              + s.moe_layers * _transfer_s(k, 3 * m * max(s.expert_inter * s.topk, 1) * 2))
+    return StepCost(gemm, attn, ar, other)
