@@ -22,8 +22,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     import advisor
-    from advisor.host.tickets import make_ticket
     from advisor.host.topology import Node, PciDevice, Topology
+    from advisor.tickets import make_ticket
 
     out: dict[str, object] = {}
     exe = shutil.which("advisor")

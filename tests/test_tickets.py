@@ -16,8 +16,8 @@ import pytest
 
 import advisor
 from advisor.errors import NotFoundError, UserInputError
-from advisor.host.tickets import load_probe, make_ticket
 from advisor.host.topology import probe
+from advisor.tickets import load_probe, make_ticket
 from tests.test_topology import EIGHT, make_sysfs
 
 GOLD = Path(__file__).parent / "fixtures" / "tickets"

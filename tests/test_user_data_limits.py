@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 import advisor
-from advisor.clouds.info import user_data_payload
-from advisor.clouds.registry import CLOUDS, info
+from advisor.clouds.registry import CLOUDS, info, user_data_payload
 from advisor.core.layouts import place, place_multi
 from advisor.errors import AdvisorError, UserInputError
 from advisor.render.cloudinit import RenderRequest, check_user_data, render

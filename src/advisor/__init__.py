@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from advisor._version import __version__
 
 #: public name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
@@ -77,8 +77,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PreflightRefused": ("advisor.provisioning", "PreflightRefused"),
     "provision": ("advisor.provisioning", "provision"),
     "status": ("advisor.provisioning", "status"),
-    "Ticket": ("advisor.host.tickets", "Ticket"),
-    "ticket": ("advisor.host.tickets", "make_ticket"),
+    "Ticket": ("advisor.tickets", "Ticket"),
+    "ticket": ("advisor.tickets", "make_ticket"),
 }
 
 __all__ = [
@@ -193,8 +193,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from advisor.host.doctor import Report as DoctorReport
     from advisor.host.doctor import diagnose as doctor
     from advisor.host.local import load_probe
-    from advisor.host.tickets import Ticket
-    from advisor.host.tickets import make_ticket as ticket
     from advisor.host.topology import Topology
     from advisor.provisioning import (
         Attempt,
@@ -208,3 +206,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     )
     from advisor.render.local import LaunchLine
     from advisor.state import Deployment
+    from advisor.tickets import Ticket
+    from advisor.tickets import make_ticket as ticket

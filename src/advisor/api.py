@@ -568,8 +568,7 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                                  "hf_token_ref": token_ref,
                                  "start_timeout_s": start_timeout_s(weights)})
     if target == "k8s":
-        from advisor.clouds.base import check_name
-        from advisor.provisioning import default_name
+        from advisor.clouds.base import check_name, default_name
         from advisor.render import k8s
 
         workload = check_name(name or default_name(model, inst.name))

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import time
 import urllib.request
 import uuid
@@ -53,6 +52,7 @@ from advisor.clouds.base import (
     alive,
     check_cidr,
     check_name,
+    default_name,
     is_world,
     user_agent_labels,
 )
@@ -172,12 +172,6 @@ def _provider(source: ProviderSource, name: str, options: Mapping[str, Any]) -> 
             raise UserInputError(f"no backend for provider {name!r}")
         return source[name]
     return source(name)
-
-
-def default_name(model: str, instance: str) -> str:
-    base = re.sub(r"[^a-z0-9]+", "-", f"{model.split('/')[-1]}-{instance}".lower()).strip("-")
-    base = base[:40].rstrip("-")
-    return base if base[:1].isalpha() else f"v-{base}"[:40].rstrip("-")
 
 
 def disk_gib(weights_total_gib: float) -> int:

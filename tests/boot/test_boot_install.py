@@ -47,7 +47,7 @@ from tests.boot.test_boot import (
 )
 
 from advisor.bootstatus import describe, parse
-from advisor.clouds.info import user_data_payload
+from advisor.clouds.registry import user_data_payload
 from advisor.render.envlock import lock_text
 
 CACHE = Path(os.environ.get("ADVISOR_BOOT_INSTALL_CACHE", "/var/tmp/advisor-boot"))

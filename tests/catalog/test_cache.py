@@ -141,7 +141,7 @@ def test_a_damaged_cache_file_is_ignored_and_rewritten(home, builds, damage):
 
 def test_a_stale_key_is_a_miss(home, builds, monkeypatch):
     loader.load()
-    monkeypatch.setattr("advisor.__version__", "0.0.0-other")
+    monkeypatch.setattr("advisor._version.__version__", "0.0.0-other")
     loader.load()
     assert len(builds) == 2
 

@@ -14,7 +14,7 @@ pytest.importorskip("azure.mgmt.compute")
 pytest.importorskip("azure.mgmt.network")
 
 from advisor import bootstatus  # noqa: E402
-from advisor.clouds.azure.compute import CONSOLE_MAX_CHARS, fetch_blob  # noqa: E402
+from advisor.clouds.azure.resources import CONSOLE_MAX_CHARS, fetch_blob  # noqa: E402
 from advisor.clouds.base import BootConsole  # noqa: E402
 from advisor.state import InstanceRow  # noqa: E402
 from tests.providers.fake_azure import BLOB_HOST, FakeArm  # noqa: E402

@@ -196,7 +196,7 @@ def test_a_catalog_n1_entrys_gpu_resolves_to_its_accelerator_type(name, accelera
     """The shipped N1 entries name their GPUs by catalog id (V100-SXM2-16GB, not V100), and
     every GPU of an unbundled GCP type in the catalog has an accelerator type."""
     from advisor.clouds.base import LaunchSpec
-    from advisor.clouds.gcp.compute import ACCELERATOR_TYPES, BUNDLED, instance_body
+    from advisor.clouds.gcp.resources import ACCELERATOR_TYPES, BUNDLED, instance_body
 
     cat = advisor.load_catalog()
     unbundled = [i for i in cat.instances.values()

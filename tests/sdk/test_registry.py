@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "advisor"
 CLOUD_WORD = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(registry.CLOUDS) + r")(?![A-Za-z0-9])",
                         re.I)
 ROOMS = {"__init__.py", "compute.py", "quota.py", "refresh.py", "secrets.py", "options.py",
-         "preflight.py"}
+         "preflight.py", "resources.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

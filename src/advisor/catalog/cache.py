@@ -89,7 +89,7 @@ def key(dirs: Sequence[Path]) -> bytes:
     import pydantic
 
     h = hashlib.sha256(FORMAT)
-    from advisor import __version__
+    from advisor._version import __version__
 
     h.update(f"{__version__}\0{sys.version}\0{pydantic.VERSION}\0".encode())
     here = Path(__file__).resolve().parent

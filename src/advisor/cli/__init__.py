@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from advisor import __version__
+from advisor._version import __version__
 from advisor.errors import AdvisorError
 
 #: Click's own control-flow exceptions (help, usage errors, --version): let them through.

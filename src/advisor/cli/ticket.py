@@ -30,7 +30,7 @@ def ticket_cmd(
     json: JsonFlag = False,
 ) -> None:
     """Write a support ticket about an instance's GPU-to-NUMA topology."""
-    from advisor.host.tickets import make_ticket
+    from advisor.tickets import make_ticket
 
     if fmt not in ("markdown", "text", "json"):
         raise UserInputError(f"--format {fmt!r} is not markdown, text or json")

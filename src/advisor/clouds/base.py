@@ -43,6 +43,13 @@ TAG_MODEL = "advisor-model"
 TAG_ATTEMPT = "advisor-attempt"
 
 
+def default_name(model: str, instance: str) -> str:
+    """A deployment name every cloud accepts, from the model and the instance type."""
+    base = re.sub(r"[^a-z0-9]+", "-", f"{model.split('/')[-1]}-{instance}".lower()).strip("-")
+    base = base[:40].rstrip("-")
+    return base if base[:1].isalpha() else f"v-{base}"[:40].rstrip("-")
+
+
 def check_name(name: str) -> str:
     if not NAME.match(name):
         raise UserInputError(f"deployment name {name!r} is not usable on every cloud",
@@ -208,7 +215,7 @@ def alive(instances: list[InstanceRow]) -> list[InstanceRow]:
 
 def user_agent_labels(deployment: str, model: str) -> dict[str, str]:
     """Tags/labels every resource of a deployment carries (values safe on every cloud)."""
-    from advisor import __version__
+    from advisor._version import __version__
 
     model_label = re.sub(r"[^a-z0-9_-]", "-", model.lower())[:63].strip("-") or "model"
     return {TAG_DEPLOYMENT: deployment, TAG_VERSION: __version__.replace(".", "-"),

@@ -91,13 +91,3 @@ class CloudInfo:
 
             return gzip.compress(data, compresslevel=9, mtime=0)
         return data
-
-
-def user_data_payload(provider: str, text: str) -> bytes:
-    """The user-data bytes a launch on ``provider`` sends (plain text for a provider advisor
-    does not launch on)."""
-    from advisor.clouds.registry import CLOUDS, info
-
-    if provider not in CLOUDS:
-        return text.encode()
-    return info(provider).user_data_payload(text)

@@ -154,3 +154,12 @@ def credentials_error(provider: str, exc: BaseException) -> UserInputError | Non
     return UserInputError(f"{provider}: no credentials found ({detail})",
                           hint=(cloud.credentials_hint if cloud else None)
                           or "configure the cloud's credentials")
+
+
+def user_data_payload(provider: str, text: str) -> bytes:
+    """The user-data bytes a launch on ``provider`` sends (plain text for a provider advisor
+    does not launch on)."""
+    if provider not in CLOUDS:
+        return text.encode()
+    return info(provider).user_data_payload(text)
+

@@ -4,10 +4,12 @@ history, as :class:`~advisor.clouds.refresh.ApiFacts` (``advisor catalog refresh
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from advisor.clouds.aws.compute import AwsProvider
 from advisor.clouds.base import CloudError
+
+if TYPE_CHECKING:
+    from advisor.clouds.aws.compute import AwsProvider
 
 PRICING_REGION = "us-east-1"  # the Price List API's endpoint region
 SRC_TYPES = "AWS EC2 DescribeInstanceTypes (GpuInfo, VCpuInfo, MemoryInfo, NetworkInfo)"

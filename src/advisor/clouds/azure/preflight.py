@@ -193,7 +193,7 @@ def check_secret(p: AzureProvider, what: str, vault: str, secret: str) -> Prefli
         return PreflightCheck(name="secret", ok=None,
                               detail=f"{what} ({ref}): Key Vault {vault} could not be looked "
                                      f"up: {_short(exc)}")
-    from advisor.clouds.azure.compute import KEYVAULT_API
+    from advisor.clouds.azure.resources import KEYVAULT_API
 
     try:
         resp = p._arm("GET", f"{vid}/secrets/{secret}", KEYVAULT_API)
@@ -235,7 +235,7 @@ def check_secret_access(p: AzureProvider, vault: str, secrets: list[str]) -> Pre
         return PreflightCheck(name="secret-access", ok=None,
                               detail=f"Key Vault {vault}: not asked (the vault was not found)")
     vid, rbac = known["id"], known["rbac"]
-    from advisor.clouds.azure.compute import AUTHORIZATION_API
+    from advisor.clouds.azure.resources import AUTHORIZATION_API
 
     may_write: bool | None
     why = ""
@@ -305,7 +305,7 @@ def quota_check(p: AzureProvider, spec: LaunchSpec) -> PreflightCheck:
 
 
 def check_image(p: AzureProvider, spec: LaunchSpec) -> PreflightCheck:
-    from advisor.clouds.azure.compute import _image_ref
+    from advisor.clouds.azure.resources import _image_ref
 
     try:
         image = _image_ref(spec.image)
@@ -458,7 +458,7 @@ def preflight_plan(p: AzureProvider, spec: LaunchSpec) -> list[PreflightCheck]:
     out.append(PreflightCheck(name="quota", ok=None,
                               detail=f"would read the VM family's vCPU usage in {spec.region} "
                                      f"({spec.vcpus} vCPUs needed)"))
-    from advisor.clouds.azure.compute import _image_ref
+    from advisor.clouds.azure.resources import _image_ref
 
     try:
         image = _image_ref(spec.image)

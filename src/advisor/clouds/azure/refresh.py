@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from advisor.clouds.azure.compute import SRC_PRICES, SRC_SKUS, AzureProvider
+from advisor.clouds.azure.resources import SRC_PRICES, SRC_SKUS
+
+if TYPE_CHECKING:
+    from advisor.clouds.azure.compute import AzureProvider
 
 
 def _retail_prices(url: str, size: str, region: str) -> tuple[float | None, float | None]:

@@ -92,7 +92,7 @@ def credentials(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
 
 
 def secret_checks(p: GcpProvider, spec: LaunchSpec) -> list[PreflightCheck]:
-    from advisor.clouds.gcp.compute import SECRET_ACCESSOR, sa_email, secret_names
+    from advisor.clouds.gcp.resources import SECRET_ACCESSOR, sa_email, secret_names
 
     out: list[PreflightCheck] = []
     project = p.project
@@ -163,7 +163,7 @@ def quota(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
 
 def image_ref(spec: LaunchSpec, project: str) -> tuple[str, str | None, str | None]:
     """(image project, family, image) of the spec's image."""
-    from advisor.clouds.gcp.compute import IMAGE
+    from advisor.clouds.gcp.resources import IMAGE
 
     m = _IMAGE.match(spec.image or IMAGE)
     if m is None:
@@ -200,7 +200,7 @@ def image(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
 
 
 def egress(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
-    from advisor.clouds.gcp.compute import has_ingress, nat_mode, network_path, router_name
+    from advisor.clouds.gcp.resources import has_ingress, nat_mode, network_path, router_name
 
     if has_ingress(spec):
         return PreflightCheck(name="egress", ok=True, detail="external IP (--allow-cidr/"
@@ -232,7 +232,7 @@ def egress(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
 
 
 def preflight(p: GcpProvider, spec: LaunchSpec) -> list[PreflightCheck]:
-    from advisor.clouds.gcp.compute import with_network
+    from advisor.clouds.gcp.resources import with_network
 
     spec = with_network(spec)
     cred = credentials(p, spec)
@@ -243,7 +243,8 @@ def preflight(p: GcpProvider, spec: LaunchSpec) -> list[PreflightCheck]:
 
 def plan(p: GcpProvider, spec: LaunchSpec) -> list[PreflightCheck]:
     """The same checks, described: no call is made (``provision --dry-run``)."""
-    from advisor.clouds.gcp.compute import (
+    from advisor.clouds.gcp.quota import QUOTA_METRICS
+    from advisor.clouds.gcp.resources import (
         has_ingress,
         nat_mode,
         network_path,
@@ -251,7 +252,6 @@ def plan(p: GcpProvider, spec: LaunchSpec) -> list[PreflightCheck]:
         secret_names,
         with_network,
     )
-    from advisor.clouds.gcp.quota import QUOTA_METRICS
 
     spec = with_network(spec)
     project = p._project or "<project>"

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.clouds.base import CloudError
-from advisor.clouds.gcp.compute import GcpProvider, _compute
+from advisor.clouds.gcp.resources import _compute
+
+if TYPE_CHECKING:
+    from advisor.clouds.gcp.compute import GcpProvider
 
 #: Compute Engine's service in the Cloud Billing Catalog API
 BILLING_SERVICE = "services/6F81-5844-456A"
