@@ -119,3 +119,32 @@ def test_gpus_without_tables_say_whose_curves_they_took():
     assert e.confidence is not None and e.confidence.transferred_from is None
     # a transferred GPU runs on its own datasheet: A10G's 600 GB/s, not L40S's 864
     assert stepmodel.kernels(CAT.gpus["A10G"]).bw == 600e9
+
+
+def _bench(name):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / f"{name}.py"
+    mod_spec = importlib.util.spec_from_file_location(f"perf_{name}", path)
+    assert mod_spec and mod_spec.loader
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_shipped_step_constants_are_what_the_fit_split_gives_now():
+    """STEP_CONSTANT_S is stale when the model, the kernel curves or silicon_rows.json changed
+    without rerunning `python benchmarks/perf/run.py --fit` (and adopting its output)."""
+    fitted = _bench("run").fit_constants()
+    shipped = {f"{fam}/{band}": v for (fam, band), v in STEP_CONSTANT_S.items()}
+    assert fitted == shipped
+
+
+AIC = Path("/var/tmp/aic")
+
+
+@pytest.mark.skipif(not (AIC / "aic-core").is_dir(),
+                    reason="aiconfigurator's systems/ not extracted under /var/tmp/aic "
+                           "(benchmarks/perf/KERNELS.md, 'Regenerate')")
+def test_silicon_rows_are_what_the_csv_gives_now():
+    """silicon_rows.json is stale when silicon.py's split, classes, flags or repeat rule
+    changed without rerunning it (standard library only: runs in the dev venv)."""
+    assert _bench("silicon").main(["--aic", str(AIC), "--check"]) == 0
