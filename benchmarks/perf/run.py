@@ -267,7 +267,12 @@ Everything else comes from the kernel curves (`kernel_curves.json`) and the data
 
 def markdown(rows: list[dict[str, Any]], sections: dict[str, Any]) -> str:
     data = json.loads(ROWS.read_text())
-    lines = [f"vLLM rows in the CSV: {data['vllm_rows']}; row groups modelled: "
+    by = data["rows_by_class"]
+    ok = data["modelled_by_class"]
+    lines = [f"vLLM rows by class: stated protocol {by['stated']} ({ok['stated']} modelled), "
+             f"NVIDIA-internal {by['internal']} ({ok['internal']}), other {by['other']} "
+             f"({ok['other']}).", "",
+             f"vLLM rows in the CSV: {data['vllm_rows']}; row groups modelled: "
              f"{len(data['groups'])}; metric groups dropped for repeats disagreeing by >15%: "
              f"TPOT {data['repeat_groups_dropped']['tpot']}, TTFT "
              f"{data['repeat_groups_dropped']['ttft']}.", "",

@@ -179,6 +179,11 @@ def extract(aic: Path) -> dict[str, Any]:
                        "path": CSV_PATH, "license": "Apache-2.0",
                        "regenerate": "python benchmarks/perf/silicon.py --aic /var/tmp/aic"},
             "vllm_rows": len(rows), "skipped": dict(sorted(skipped.items())),
+            "rows_by_class": {c: sum(1 for r in rows if row_class(r["silicon_data_source"]) == c)
+                              for c in ("stated", "internal", "other")},
+            "modelled_by_class": {c: sum(1 for r in rows if not skip_reason(r)
+                                         and row_class(r["silicon_data_source"]) == c)
+                                  for c in ("stated", "internal", "other")},
             "repeat_groups_dropped": dropped, "groups": out}
 
 
