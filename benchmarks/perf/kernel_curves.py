@@ -466,6 +466,72 @@ class Builder:
         return {}
 
 
+#: bytes per expert weight of each MoE table dtype (with block scales where the format has them)
+MOE_WEIGHT_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0 + 4 / 128**2, "nvfp4": 0.5625,
+                    "w4a16_mxfp4": 4.25 / 8, "int4_wo": 0.5 + 2 / 32, "w4a8_mxfp4_mxfp8": 4.25 / 8}
+#: the dense peak an MoE dtype computes at (weight-only formats: bf16 math)
+MOE_PEAK_KEY = {"bfloat16": "bfloat16_tc_flops", "fp8": "fp8_tc_flops",
+                "fp8_block": "fp8_tc_flops", "nvfp4": "fp4_tc_flops",
+                "w4a16_mxfp4": "bfloat16_tc_flops", "int4_wo": "bfloat16_tc_flops",
+                "w4a8_mxfp4_mxfp8": "fp8_tc_flops"}
+MOE_TOKENS_PER_EXPERT_BINS = [2.0**i for i in range(0, 12)]  # 1 .. 2048
+
+
+def _moe(builder: Builder, system: str, spec: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                           dict[str, Any]]:
+    """Fused-MoE kernels (balanced routing, no expert parallel), every kernel source of a dtype
+    pooled: decode = the touched experts' per-GPU weight bytes (min(E, tokens x topk) experts,
+    3 x hidden x inter / moe_tp each) / latency / mem_bw for tokens <= 16, by those bytes;
+    prefill = 2 x tokens x topk x 3 x hidden x inter / moe_tp / latency / the dtype's dense peak,
+    by tokens per expert (tokens x topk / E), tokens >= 512."""
+    mem_bw = float(spec["mem_bw"])
+    cols = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+            "moe_tp_size", "moe_ep_size", "distribution", "latency"]
+    dec: dict[str, list[tuple[str, Path, Curve]]] = defaultdict(list)
+    pre: dict[str, list[tuple[str, Path, Curve]]] = defaultdict(list)
+    for version, path in _tables(builder.sysdir, system, "moe", "moe_perf"):
+        t = _read(path, cols)
+        dcur: dict[str, Curve] = {}
+        pcur: dict[str, Curve] = {}
+        for dt, m, h, inter, k, e, tp, ep, dist, lat in zip(*(t[c] for c in cols), strict=True):
+            if dt not in MOE_WEIGHT_BYTES or dist != "balanced" or ep != 1 or not lat or lat <= 0:
+                continue
+            dc = dcur.setdefault(dt, Curve())
+            pc = pcur.setdefault(dt, Curve())
+            dc.rows += 1
+            pc.rows += 1
+            sec = lat * 1e-3
+            per_expert = 3 * h * inter / max(tp, 1)
+            if m <= DECODE_M_MAX:
+                w_mib = min(e, m * k) * per_expert * MOE_WEIGHT_BYTES[dt] / MIB
+                eff = w_mib * MIB / sec / mem_bw
+                dc.add((w_mib, m, h, inter, k, e, tp), _log2_bin(w_mib, DECODE_GEMM_BINS_MIB),
+                       eff)
+            peak = spec.get(MOE_PEAK_KEY[dt])
+            if peak and m >= PREFILL_M_BINS[0]:
+                tpe = m * k / e
+                eff = 2.0 * m * k * per_expert / sec / float(peak)
+                pc.add((tpe, m, h, inter, k, e, tp),
+                       _log2_bin(tpe, MOE_TOKENS_PER_EXPERT_BINS), eff)
+        for dt in dcur:
+            dec[dt].append((version, path, dcur[dt]))
+            pre[dt].append((version, path, pcur[dt]))
+    decode: dict[str, Any] = {}
+    prefill: dict[str, Any] = {}
+    for dt in sorted(dec):
+        got = builder.pick("moe_perf", "decode_moe", dt, dec[dt],
+                           lambda key: _log2_bin(key[0], DECODE_GEMM_BINS_MIB),
+                           "efficiency_by_weight_mib", _label, flops_bound=False)
+        if got:
+            decode[dt] = got
+        got = builder.pick("moe_perf", "prefill_moe", dt, pre[dt],
+                           lambda key: _log2_bin(key[0], MOE_TOKENS_PER_EXPERT_BINS),
+                           "efficiency_by_tokens_per_expert", _label, flops_bound=True)
+        if got:
+            prefill[dt] = got
+    return decode, prefill
+
+
 def build(aic: Path) -> dict[str, Any]:
     sysdir = _systems_dir(aic)
     builder = Builder(sysdir)
@@ -475,6 +541,7 @@ def build(aic: Path) -> dict[str, Any]:
         spec = _load_yaml(spec_path)["gpu"]
         decode_gemm, prefill_gemm = builder.gemm(system, spec)
         decode_attn, context_attn = builder.attention(system, spec)
+        decode_moe, prefill_moe = _moe(builder, system, spec)
         peaks = {
             k: spec[k] for k in ("bfloat16_tc_flops", "fp8_tc_flops", "fp4_tc_flops") if spec.get(k)
         }
@@ -490,6 +557,8 @@ def build(aic: Path) -> dict[str, Any]:
             "decode_attention": decode_attn,
             "context_attention": context_attn,
             "allreduce_graph": builder.allreduce(system),
+            "decode_moe": decode_moe,
+            "prefill_moe": prefill_moe,
         }
     return {
         "schema_version": 1,
@@ -523,6 +592,17 @@ def build(aic: Path) -> dict[str, Any]:
             "allreduce_graph": (
                 "vLLM custom all-reduce, CUDA-graph backend, bf16; median latency in "
                 "microseconds; keys = GPU count, then message bytes (2 x the table's elements)"
+            ),
+            "decode_moe": (
+                "fused MoE, balanced routing, EP 1, tokens <= 16, every kernel source of the "
+                "dtype pooled: min(E, tokens*topk)*3*hidden*inter/moe_tp*weight_bytes / latency "
+                "/ mem_bw; key = those per-GPU MiB, log2 bin lower edge; weight bytes/elt: "
+                + ", ".join(f"{k} {v:.4g}" for k, v in MOE_WEIGHT_BYTES.items())
+            ),
+            "prefill_moe": (
+                "fused MoE, balanced routing, EP 1, tokens >= 512: 2*tokens*topk*3*hidden*inter/"
+                "moe_tp / latency / the dtype's dense peak (weight-only: bf16); key = tokens per "
+                "expert (tokens*topk/E), log2 bin lower edge"
             ),
             "hygiene": (
                 "median per exact key, then per bin; rows implying more than peak are "

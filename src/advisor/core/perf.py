@@ -62,9 +62,9 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     ("hopper", "B"): 0.00196,
     # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.072
     ("blackwell", "A"): 0.00120,
-    # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4) on B300 at TP 1-8, vLLM 0.19.0 and
-    # nightly; 0.073
-    ("blackwell", "B"): 0.00194,
+    # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
+    # at TP 1-8, vLLM 0.19.0 and nightly; 0.054
+    ("blackwell", "B"): 0.00137,
 }
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)

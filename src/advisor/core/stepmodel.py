@@ -68,6 +68,14 @@ PCIE_X16_GB_S = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
 #: Each is charged as a transfer of its activation bytes at the decode-GEMM efficiency of that
 #: many bytes (the tables' small-transfer cost, i.e. mostly launch latency).
 ELEMENTWISE_PER_LAYER = 5
+#: MoE dtypes charged at the measured fused-MoE curves; w4a16_mxfp4 (gpt-oss) pools kernels
+#: vLLM picks between by flags (Marlin, Triton, TRT-LLM) and stays on the dense-curve rule
+MOE_MEASURED = frozenset({"bfloat16", "fp8", "fp8_block", "nvfp4", "int4_wo"})
+#: the prefill_moe curve is measured at >= 512 tokens per call (kernel_curves.py)
+MOE_PREFILL_TOKENS = 512
+#: the dense peak each fused-MoE dtype computes at (weight-only formats: bf16 math)
+MOE_PEAK = {"bfloat16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4",
+            "w4a16_mxfp4": "bfloat16", "int4_wo": "bfloat16"}
 
 
 @functools.cache
@@ -120,6 +128,9 @@ class Kernels:
     allreduce: dict[int, Curve]
     ar_source: str
     ar_scale: float
+    #: fused-MoE kernels by MoE table dtype (empty for GPUs whose source has no MoE table)
+    decode_moe: dict[str, Curve] | None = None
+    prefill_moe: dict[str, Curve] | None = None
 
     @property
     def transferred(self) -> bool:
@@ -257,9 +268,15 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
         for _, y in pts:
             ys.append(max(y, ys[-1]) if ys else y)
         ar[int(tp)] = (tuple(x for x, _ in pts), tuple(ys))
+    dm = {k: _curve(v["efficiency_by_weight_mib"])
+          for k, v in (src.get("decode_moe") or {}).items()}
+    pm = {k: _curve(v["efficiency_by_tokens_per_expert"])
+          for k, v in (src.get("prefill_moe") or {}).items()}
+    if spec.get("fp4_tc_flops") and source == gpu.id:
+        peaks.setdefault("nvfp4", float(spec["fp4_tc_flops"]))
     return Kernels(gpu=gpu_id, source=source, bw=bw, peaks=peaks, decode_gemm=dec,
                    prefill_gemm=pre, decode_attention=da, context_attention=ca, allreduce=ar,
-                   ar_source=ar_source, ar_scale=scale)
+                   ar_source=ar_source, ar_scale=scale, decode_moe=dm, prefill_moe=pm)
 
 
 # --- the model's layers -----------------------------------------------------------------------
@@ -273,6 +290,8 @@ class Dtypes:
     linear_bytes: float
     experts: str
     expert_bytes: float
+    #: the fused-MoE table dtype of the experts (kernel_curves.json decode_moe/prefill_moe)
+    moe: str = "bfloat16"
 
 
 def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
@@ -284,6 +303,10 @@ def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
     if q is None:
         return Dtypes("bfloat16", 2.0, "bfloat16", 2.0)
     m = q.method.lower()
+    moe = ("w4a16_mxfp4" if m == "mxfp4" else "nvfp4" if m in ("nvfp4", "modelopt_fp4")
+           else "fp8_block" if m.startswith("fp8_block") or m == "fp8-block"
+           else "fp8" if m.startswith("fp8") or m in ("fbgemm_fp8", "modelopt")
+           else "int4_wo" if q.bytes_per_weight < 1.0 else "bfloat16")
     if m.startswith("fp8_block") or m == "fp8-block":
         d = "fp8_block"
     elif m.startswith("fp8") or m in ("fbgemm_fp8", "modelopt", "w8a8", "int8"):
@@ -295,8 +318,8 @@ def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
     if d not in k.decode_gemm:
         d = "bfloat16"  # weight-only path: bf16 math on the stored bytes
     if q.scope == "experts":
-        return Dtypes("bfloat16", 2.0, d, q.bytes_per_weight)
-    return Dtypes(d, q.bytes_per_weight, d, q.bytes_per_weight)
+        return Dtypes("bfloat16", 2.0, d, q.bytes_per_weight, moe)
+    return Dtypes(d, q.bytes_per_weight, d, q.bytes_per_weight, moe)
 
 
 def gemm_s(k: Kernels, dtype: str, wbytes_per: float, n: float, kk: float, m: float) -> float:
@@ -433,13 +456,27 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
         touched = s.experts * (1 - (1 - s.topk / s.experts) ** m) if m < 1e4 else s.experts
         e_gate = touched * 2 * s.expert_inter * h * dt.expert_bytes
         e_down = touched * s.expert_inter * h * dt.expert_bytes
-        mem = ((e_gate + routed * (h + 2 * s.expert_inter) * 2)
-               / (k.bw * _moe_eff(k, dt.experts, e_gate))
-               + (e_down + routed * (h + s.expert_inter) * 2)
-               / (k.bw * _moe_eff(k, dt.experts, e_down)))
-        # each touched expert's GEMM sees only its share of the routed tokens
-        cmp = 2 * routed * 3 * h * s.expert_inter / (
-            k.peak(dt.experts) * k.pre_eff(dt.experts, routed / max(touched, 1.0)))
+        flops = 2 * routed * 3 * h * s.expert_inter
+        dmoe = (k.decode_moe or {}).get(dt.moe) if dt.moe in MOE_MEASURED else None
+        pmoe = (k.prefill_moe or {}).get(dt.moe)
+        if dmoe is not None:
+            # the measured fused-MoE kernels: the touched experts' bytes at the efficiency of
+            # that many bytes (decode_moe); a step of >= 512 tokens at the measured efficiency
+            # of its tokens per expert (prefill_moe), against the dtype's dense peak
+            nbytes = e_gate + e_down
+            mem = nbytes / (k.bw * interp(dmoe, nbytes / MIB))
+            if pmoe is not None and m >= MOE_PREFILL_TOKENS:
+                cmp = flops / (k.peak(MOE_PEAK.get(dt.moe, "bfloat16"))
+                               * interp(pmoe, routed / s.experts))
+            else:
+                cmp = flops / (k.peak(dt.experts) * k.pre_eff(dt.experts, routed / touched))
+        else:
+            mem = ((e_gate + routed * (h + 2 * s.expert_inter) * 2)
+                   / (k.bw * _moe_eff(k, dt.experts, e_gate))
+                   + (e_down + routed * (h + s.expert_inter) * 2)
+                   / (k.bw * _moe_eff(k, dt.experts, e_down)))
+            # each touched expert's GEMM sees only its share of the routed tokens
+            cmp = flops / (k.peak(dt.experts) * k.pre_eff(dt.experts, routed / max(touched, 1.0)))
         moe = max(mem, cmp) + gemm_s(k, "bfloat16", 2.0, s.experts, h, m)  # router
         if s.shared_inter:
             moe += (gemm_s(k, dt.linear, dt.linear_bytes, 2 * s.shared_inter, h, m)
