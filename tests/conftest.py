@@ -41,6 +41,10 @@ def _own_advisor_home(tmp_path_factory: pytest.TempPathFactory,
     run in parallel workers, and none may read what another (or the user) left behind. Tests
     that are about ADVISOR_HOME itself set or unset it again."""
     monkeypatch.setenv("ADVISOR_HOME", str(tmp_path_factory.mktemp("advisor-home")))
+    # pytest-xdist's workers export COLUMNS=80 (a serial run has none): the CLI's tables and
+    # one-line errors would wrap differently in the two; a test that means a width sets it
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 #: a minimal, valid user catalog entry: one private box with a GPU of the bundled catalog
 PRIVATE_BOX = """
