@@ -51,6 +51,15 @@ def test_pipeline_stages_do_not_speed_up_one_sequence():
     assert staged >= flat * 0.95  # PP moves weights, not time: one token passes every stage
 
 
+def test_each_stage_does_its_share_of_the_layers():
+    """PP 2 on the same TP: each stage runs half the layers, so one sequence's token costs about
+    what it costs on one stage of all layers (two half-steps plus a hop), not twice that. A
+    stage charged for every layer (decode work not divided by PP) would double it."""
+    flat = run(BIG, "H100-SXM", 1, tp=4)[0].tpot_ms
+    staged = run(BIG, "H100-SXM", 1, tp=4, pp=2)[0].tpot_ms
+    assert flat * 0.95 <= staged <= flat * 1.25
+
+
 def test_the_queue_starts_where_the_kv_cache_is_full():
     e, f = run(SPEC, "L4", 1)
     held = f.kv_cache_tokens // 1280
