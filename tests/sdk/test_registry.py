@@ -140,3 +140,27 @@ def test_failover_across_clouds_hands_each_cloud_its_own_key_reference():
     assert any("another cloud's secret store" in w for w in res.warnings)
     assert "azure" not in providers  # no default vault: skipped, and said so
     assert any("azure candidates skipped" in w for w in res.warnings)
+
+
+@pytest.mark.parametrize("cloud", registry.CLOUDS)
+def test_every_backend_implements_the_whole_cloud_protocol(cloud):
+    """Each registered backend has every member of CloudProvider (the orchestrator's Provider
+    and the per-cloud seams) with the protocol's parameter names, so no seam is reached by a
+    name only one cloud has."""
+    import importlib
+    import inspect
+
+    from advisor.clouds.base import CloudProvider, Provider
+
+    module, _, cls_name = registry.info(cloud).backend.partition(":")
+    backend = getattr(importlib.import_module(module), cls_name)
+    members = {n: f for proto in (Provider, CloudProvider) for n, f in vars(proto).items()
+               if inspect.isfunction(f) and not n.startswith("_")}
+    assert len(members) >= 16
+    for name, proto_fn in members.items():
+        impl = getattr(backend, name, None)
+        assert callable(impl), f"{cloud}: {name} missing"
+        want = list(inspect.signature(proto_fn).parameters)
+        got = list(inspect.signature(impl).parameters)
+        assert got[:len(want)] == want, (cloud, name, got)
+    assert backend.name == cloud

@@ -165,6 +165,35 @@ class Provider(Protocol):
     def terminate(self, deployment: str, region: str) -> list[str]: ...
 
 
+class CloudProvider(Provider, Protocol):
+    """Everything a cloud's backend (``clouds/<name>/compute.py``) offers: what the orchestrator
+    needs (:class:`Provider`, all a test double must have) plus the seams each cloud fills —
+    error classification, the read-only preflight, the boot console, the two-phase and
+    per-attempt clean-up, the leftover search and the catalog facts of ``catalog refresh``.
+    ``tests/sdk/test_registry.py`` checks that every registered backend has each member with
+    these parameter names."""
+
+    def classify(self, exc: BaseException) -> BaseException: ...
+
+    def preflight(self, spec: LaunchSpec) -> list[PreflightCheck]: ...
+
+    def preflight_plan(self, spec: LaunchSpec) -> list[PreflightCheck]: ...
+
+    def console_output(self, instance: InstanceRow) -> str | None: ...
+
+    def terminate_attempt(self, deployment: str, region: str, attempt: str) -> list[str]: ...
+
+    def terminate_instances(self, deployment: str, region: str,
+                            attempt: str | None = None) -> list[str]: ...
+
+    def remove_network(self, deployment: str, region: str,
+                       attempt: str | None = None) -> list[str]: ...
+
+    def leftovers(self, deployment: str, region: str) -> list[str]: ...
+
+    def catalog_facts(self, regions: list[str], doc: dict[str, Any]) -> list[Any]: ...
+
+
 class PreflightCheck(BaseModel):
     """One check ``provision`` makes before it creates anything (issue 27).
 
