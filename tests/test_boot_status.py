@@ -76,7 +76,7 @@ def deployment(tmp_path, ids=("i-1",), status="running", replicas=2):
 ])
 def test_the_console_folds_into_one_phrase(tmp_path, console, want):
     dep = deployment(tmp_path)
-    got = boot_status(dep, providers={"aws": Console({"i-1": CONSOLES[console]})},
+    got = boot_status(dep, backends={"aws": Console({"i-1": CONSOLES[console]})},
                       now=T0 + 90)
     assert got == want
     assert boot_failed(got) is (console == "failed")
@@ -84,13 +84,13 @@ def test_the_console_folds_into_one_phrase(tmp_path, console, want):
 
 def test_nothing_yet_and_unreadable_consoles_never_fail(tmp_path):
     dep = deployment(tmp_path)
-    assert boot_status(dep, providers={"aws": Console({"i-1": None})}) == "booting: no report yet"
+    assert boot_status(dep, backends={"aws": Console({"i-1": None})}) == "booting: no report yet"
     from advisor.clouds.base import CloudError
 
     denied = CloudError("aws", "UnauthorizedOperation", "not allowed", "provider")
-    got = boot_status(dep, providers={"aws": Console({"i-1": denied})})
+    got = boot_status(dep, backends={"aws": Console({"i-1": denied})})
     assert got == "unknown (aws: UnauthorizedOperation: not allowed)" and not boot_failed(got)
-    assert boot_status(dep, providers={"aws": Console({"i-1": RuntimeError("")})}) == (
+    assert boot_status(dep, backends={"aws": Console({"i-1": RuntimeError("")})}) == (
         "unknown (RuntimeError)")
 
     def no_sdk(_name: str) -> Any:
@@ -98,21 +98,21 @@ def test_nothing_yet_and_unreadable_consoles_never_fail(tmp_path):
 
         raise UserInputError("the aws SDK is not installed (boto3)")
 
-    assert boot_status(dep, providers=no_sdk) == "unknown (the aws SDK is not installed (boto3))"
+    assert boot_status(dep, backends=no_sdk) == "unknown (the aws SDK is not installed (boto3))"
 
 
 def test_no_console_capability_or_not_running_reads_nothing(tmp_path):
-    assert boot_status(deployment(tmp_path), providers={"aws": NoConsole()}) is None
+    assert boot_status(deployment(tmp_path), backends={"aws": NoConsole()}) is None
     p = Console({"i-1": CONSOLES["failed"]})
     dep = deployment(tmp_path / "down", status="failed")
-    assert boot_status(dep, providers={"aws": p}) is None and p.asked == []
+    assert boot_status(dep, backends={"aws": p}) is None and p.asked == []
 
 
 def test_a_multi_node_deployment_fails_when_any_instance_failed(tmp_path):
     dep = deployment(tmp_path, ids=("i-head", "i-w1"), replicas=1)
     p = Console({"i-head": CONSOLES["half"], "i-w1": CONSOLES["failed"]})
-    got = boot_status(dep, providers={"aws": p})
+    got = boot_status(dep, backends={"aws": p})
     assert got is not None and got.startswith("failed: install vllm (exit 1)")
     assert got.endswith("(on i-w1)")
     ok = Console({"i-head": CONSOLES["half"], "i-w1": CONSOLES["booting"]})
-    assert boot_status(dep, providers={"aws": ok}) == "serving"  # the head's replicas
+    assert boot_status(dep, backends={"aws": ok}) == "serving"  # the head's replicas

@@ -147,7 +147,7 @@ def test_provision_refuses_a_named_amd_instance_before_any_cloud_call(tmp_path):
     for dry in (True, False):
         with pytest.raises(UserInputError, match=f"{MI300X} is not deployable by advisor"):
             provision("llama-3.1-405b", 8192, instance=MI300X, dry_run=dry, catalog=CAT,
-                      providers=_no_cloud, store=advisor.state.Store(tmp_path / "s.db"))
+                      backends=_no_cloud, store=advisor.state.Store(tmp_path / "s.db"))
     assert not (tmp_path / "s.db").exists() or not advisor.state.Store(
         tmp_path / "s.db").all()
 

@@ -49,8 +49,8 @@ def _python(lock: str) -> Path:
     venv = _venv(lock)
     if not (venv / MARKER).is_file():
         pytest.skip(f"no installed lock venv at {venv} (its marker {MARKER} is missing): "
-                    f"run `bash tools/prove_lock.sh locks/{lock}` (real PyPI, ~10 GB, ~3 min); "
-                    ".ci/run does")
+                    f"run `bash tools/prove_lock.sh locks/{lock}` (real PyPI, ~10 GB, 3-6 min; too "
+                    "long for .ci/run's 10 minutes, so run by hand)")
     return venv / "bin" / "python"
 
 

@@ -97,9 +97,9 @@ def test_down_refuses_while_a_launch_holds_the_name(tmp_path: Path) -> None:
     cloud = Cloud({"us-east-1": []})
     with Store(tmp_path / "s.db").acquire("d1"):
         with pytest.raises(LeaseHeld, match="d1 is being launched"):
-            down("d1", store=st, providers={"aws": cloud})
+            down("d1", store=st, backends={"aws": cloud})
         assert cloud.terminated == []  # nothing was done
-    down("d1", store=st, providers={"aws": cloud})
+    down("d1", store=st, backends={"aws": cloud})
     assert st.require("d1").status == "down" and st.lease("d1") is None
 
 
@@ -128,7 +128,7 @@ def _provision(name: str, path: Path, barrier: threading.Barrier, out: dict[int,
     try:
         out[who] = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                              instance="aws:g6e.2xlarge", name=name, store=st,
-                             catalog=catalog, providers={"aws": prov}).status
+                             catalog=catalog, backends={"aws": prov}).status
     except UserInputError as exc:
         out[who] = (exc.exit_code, exc.message)
     except Exception as exc:  # noqa: BLE001 - a failed round is counted, not hidden

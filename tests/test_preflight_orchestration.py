@@ -45,7 +45,7 @@ class Checked(Scripted):
 
 def _run(p, tmp_path, regions=("us-east-1", "us-west-2"), name="pre"):
     return provision("llama-3-8b", 8192, hf_token_ref=TOKEN, instance="aws:g6e.2xlarge",
-                     name=name, regions=list(regions), providers={"aws": p},
+                     name=name, regions=list(regions), backends={"aws": p},
                      store=Store(tmp_path / "s.db"))
 
 
@@ -150,7 +150,7 @@ def test_a_provider_without_preflight_is_launched_as_before(tmp_path):
 def test_dry_run_lists_the_checks_per_candidate_and_calls_nothing(tmp_path):
     p = Checked({"us-east-1": ["us-east-1a"]}, {}, {})
     res = provision("llama-3-8b", 8192, hf_token_ref=TOKEN, instance="aws:g6e.2xlarge",
-                    name="dry", regions=["us-east-1", "us-west-2"], providers={"aws": p},
+                    name="dry", regions=["us-east-1", "us-west-2"], backends={"aws": p},
                     dry_run=True)
     assert p.asked == [] and p.networks == {}
     assert [(c["region"], [x["name"] for x in c["checks"]]) for c in res.preflight] == [

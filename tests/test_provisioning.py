@@ -149,7 +149,7 @@ def test_failover_order_zone_then_region(tmp_path):
                  {"us-east-1a": _cap("a"), "us-east-1b": _cap("b")})
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                     instance="aws:g6e.2xlarge", name="order",
-                    regions=["us-east-1", "us-west-2"], providers={"aws": p},
+                    regions=["us-east-1", "us-west-2"], backends={"aws": p},
                     store=Store(tmp_path / "s.db"))
     assert p.launched == ["us-east-1a", "us-east-1b", "us-west-2a"]
     assert [a.outcome for a in res.attempts] == ["capacity", "capacity", "launched"]
@@ -174,7 +174,7 @@ def test_a_region_whose_cleanup_failed_stays_in_the_state_for_down(tmp_path):
     store = Store(tmp_path / "s.db")
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                     instance="aws:g6e.2xlarge", name="sticky",
-                    regions=["us-east-1", "us-east-2", "us-west-2"], providers={"aws": p},
+                    regions=["us-east-1", "us-east-2", "us-west-2"], backends={"aws": p},
                     store=store)
     assert [a.outcome for a in res.attempts] == ["capacity", "capacity", "launched"]
     assert p.terminated == ["us-east-2"]
@@ -191,7 +191,7 @@ def test_denied_provider_is_not_asked_again(tmp_path):
     with pytest.raises(OperationError, match="denied"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                   instance="aws:g6e.2xlarge", name="denied",
-                  regions=["us-east-1", "us-west-2"], providers={"aws": p},
+                  regions=["us-east-1", "us-west-2"], backends={"aws": p},
                   store=Store(tmp_path / "s.db"))
     assert p.launched == ["us-east-1a"]
 
@@ -203,7 +203,7 @@ def test_malformed_request_stops_at_once(tmp_path):
     with pytest.raises(CloudError, match="InvalidParameterCombination"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                   instance="aws:g6e.2xlarge", name="fatal",
-                  providers={"aws": p}, store=store)
+                  backends={"aws": p}, store=store)
     assert p.launched == ["us-east-1a"] and p.terminated == ["us-east-1"]
     assert store.require("fatal").status == "failed"
 
@@ -219,7 +219,7 @@ def test_not_confirmed_launches_nothing(tmp_path):
     with pytest.raises(UserInputError, match="not confirmed"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                   instance="aws:g6e.2xlarge", name="asked", confirm=no,
-                  providers={"aws": p}, store=Store(tmp_path / "s.db"))
+                  backends={"aws": p}, store=Store(tmp_path / "s.db"))
     assert p.launched == [] and p.networks == {}
     assert "g6e.2xlarge" in seen[0] and "$" in seen[0]
 

@@ -160,7 +160,7 @@ def test_a_damaged_event_or_spec_is_skipped_with_a_warning_and_down_works(
     assert st.require(NAME).spec == {}
     assert "launch spec" in capsys.readouterr().err
     cloud = Cloud({"us-east-1": [row("i-1")]})
-    res = down(NAME, store=st, providers={"aws": cloud})
+    res = down(NAME, store=st, backends={"aws": cloud})
     assert "i-1" in res.removed and st.require(NAME).status == "down"
 
 
@@ -181,7 +181,7 @@ def test_down_whose_state_write_fails_is_one_line_and_reconcile_repairs_it(
 
     monkeypatch.setattr(cloud, "terminate", terminate_then_readonly)
     with pytest.raises(StateWriteError) as err:
-        down(NAME, store=st, providers={"aws": cloud})
+        down(NAME, store=st, backends={"aws": cloud})
     e = err.value
     assert e.exit_code == 2 and "\n" not in e.message
     assert e.message.startswith(f"{NAME} was taken down (removed: i-1")
@@ -190,7 +190,7 @@ def test_down_whose_state_write_fails_is_one_line_and_reconcile_repairs_it(
     st._db.execute("PRAGMA query_only = OFF")
     assert Store(path).require(NAME).status == "running"  # what the file still says
 
-    [dep] = status(NAME, reconcile=True, store=Store(path), providers={"aws": Cloud()})
+    [dep] = status(NAME, reconcile=True, store=Store(path), backends={"aws": Cloud()})
     assert dep.status == "down" and [i.state for i in dep.instances] == ["terminated"]
     assert dep.resources == []
 
@@ -202,12 +202,12 @@ def test_a_state_write_that_fails_before_the_cloud_acts_changes_nothing(tmp_path
     st._db.execute("PRAGMA query_only = ON")
     cloud = Cloud({"us-east-1": [row("i-1")]})
     with pytest.raises(StateWriteError, match="cannot be written") as err:
-        down(NAME, store=st, providers={"aws": cloud})
+        down(NAME, store=st, backends={"aws": cloud})
     assert err.value.exit_code == 2 and cloud.terminated == [] and cloud.held != {}
 
 
 def test_reconcile_after_a_launch_still_marks_a_vanished_launch_failed(tmp_path: Path) -> None:
     st = Store(tmp_path / "s.db")
     running(st)
-    [dep] = status(NAME, reconcile=True, store=st, providers={"aws": Cloud()})
+    [dep] = status(NAME, reconcile=True, store=st, backends={"aws": Cloud()})
     assert dep.status == "failed"

@@ -125,10 +125,10 @@ def test_transition_table(tmp_path, start, held, action, want_status, want_rows,
     START[start](st)
     cloud = Cloud(held)
     if action == "reconcile":
-        (dep,) = status(NAME, reconcile=True, store=st, providers={"aws": cloud})
+        (dep,) = status(NAME, reconcile=True, store=st, backends={"aws": cloud})
         assert cloud.asked == ([] if start == "down" else ["us-east-1"])
     else:
-        res = down(NAME, store=st, providers={"aws": cloud})
+        res = down(NAME, store=st, backends={"aws": cloud})
         assert res.regions == ["us-east-1"]
         dep = st.require(NAME)
     assert cloud.terminated == want_terminated
@@ -137,7 +137,7 @@ def test_transition_table(tmp_path, start, held, action, want_status, want_rows,
     assert [r.id for r in dep.resources] == want_resources
     # what a plain `status` shows afterwards is what was written, without asking the cloud
     again = Cloud()
-    (shown,) = status(NAME, store=st, providers={"aws": again})
+    (shown,) = status(NAME, store=st, backends={"aws": again})
     assert again.asked == []
     assert (shown.status, {i.id: i.state for i in shown.instances}) == (want_status, want_rows)
 
@@ -145,13 +145,13 @@ def test_transition_table(tmp_path, start, held, action, want_status, want_rows,
 def test_reconcile_says_what_it_found(tmp_path):
     st = Store(tmp_path / "s.db")
     crashed_launch(st)
-    status(NAME, reconcile=True, store=st, providers={"aws": Cloud({"us-east-1": [row("i-9")]})})
+    status(NAME, reconcile=True, store=st, backends={"aws": Cloud({"us-east-1": [row("i-9")]})})
     last = st.events(NAME)[-1]
     assert (last.kind, last.message) == ("status",
                                          "reconciled: i-9 running (found by tag: i-9)")
     st2 = Store(tmp_path / "s2.db")
     running(st2)
-    status(NAME, reconcile=True, store=st2, providers={"aws": Cloud()})
+    status(NAME, reconcile=True, store=st2, backends={"aws": Cloud()})
     kinds = [(e.kind, e.message) for e in st2.events(NAME)[-2:]]
     assert kinds == [("reconcile", "i-1 no longer exists"),
                      ("status", "reconciled: nothing runs for this deployment")]
@@ -164,12 +164,12 @@ def test_reconcile_and_down_reach_every_region_of_the_intents(tmp_path):
     st.record_resource(NAME, ResourceRow(kind="security-group", id="sg-w", region="eu-west-1"))
     st.intent(NAME, "aws", TYPE, "us-west-2", "us-west-2a")  # the last intent: us-west-2
     cloud = Cloud({"us-east-1": [row("i-9")]})
-    (dep,) = status(NAME, reconcile=True, store=st, providers={"aws": cloud})
+    (dep,) = status(NAME, reconcile=True, store=st, backends={"aws": cloud})
     # the deployment's region first, then every other region its events name, in order
     assert cloud.asked == ["us-west-2", "us-east-1", "eu-west-1"]
     assert dep.status == "running" and [i.id for i in dep.instances] == ["i-9"]
     # the instance found moved the deployment's region to us-east-1
-    res = down(NAME, store=st, providers={"aws": cloud})
+    res = down(NAME, store=st, backends={"aws": cloud})
     assert cloud.terminated == res.regions == ["us-east-1", "eu-west-1", "us-west-2"]
     assert res.removed == ["i-9", "sg-us-east-1", "sg-eu-west-1", "sg-us-west-2"]
     dep = st.require(NAME)
@@ -189,7 +189,7 @@ def test_a_killed_launch_leaves_an_intent_that_reconcile_resolves(tmp_path, cras
     cloud = Cloud(crash=crash)
     with pytest.raises(KeyboardInterrupt):
         provision("llama-3-8b", 8192, instance=f"aws:{TYPE}", name=NAME,
-                  catalog=small_catalog(), providers={"aws": cloud}, store=st,
+                  catalog=small_catalog(), backends={"aws": cloud}, store=st,
                   question=Question(allow_small_host=True))
     dep = st.require(NAME)
     # the crashed-launch state: launching, an intent as the last word, no instance row
@@ -199,10 +199,10 @@ def test_a_killed_launch_leaves_an_intent_that_reconcile_resolves(tmp_path, cras
     # what was made for the region stays while an instance runs there, and goes otherwise
     assert cloud.terminated == ([] if held_after else ["us-east-1"])
     assert [r.id for r in dep.resources] == (["sg-us-east-1"] if held_after else [])
-    (dep,) = status(NAME, reconcile=True, store=st, providers={"aws": cloud})
+    (dep,) = status(NAME, reconcile=True, store=st, backends={"aws": cloud})
     assert dep.status == reconciled
     assert [i.id for i in dep.instances] == held_after
-    gone = down(NAME, store=st, providers={"aws": cloud})
+    gone = down(NAME, store=st, backends={"aws": cloud})
     assert gone.removed == [*held_after, "sg-us-east-1"]
     (shown,) = status(NAME, store=st)
     assert shown.status == "down" and all(i.state == "terminated" for i in shown.instances)
@@ -236,8 +236,8 @@ def test_down_asks_first_and_does_nothing_when_refused(tmp_path):
         return False
 
     with pytest.raises(UserInputError, match="nothing removed: not confirmed"):
-        down(NAME, store=st, providers={"aws": cloud}, confirm=no)
+        down(NAME, store=st, backends={"aws": cloud}, confirm=no)
     assert asked == ["terminate deployment 'd1' (aws, us-east-1) and remove its firewall rules"]
     assert cloud.terminated == [] and st.require(NAME).status == "running"
-    res = down(NAME, store=st, providers={"aws": cloud}, confirm=lambda _s: True)
+    res = down(NAME, store=st, backends={"aws": cloud}, confirm=lambda _s: True)
     assert res.removed == ["i-1", "sg-us-east-1"] and st.require(NAME).status == "down"

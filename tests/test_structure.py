@@ -12,7 +12,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 #: lowest first; a module belongs to the longest prefix that names it
 LAYERS: list[tuple[str, ...]] = [
-    ("advisor._version", "advisor.errors", "advisor.inputs"),
+    ("advisor._version", "advisor.errors", "advisor.inputs", "advisor.choices"),
     ("advisor.hfconfig", "advisor.state", "advisor.bootstatus", "advisor.clouds.info",
      "advisor.clouds.registry"),
     ("advisor.catalog",),

@@ -64,6 +64,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "FleetOption": ("advisor.core.fleets", "FleetOption"),
     "FleetMiss": ("advisor.core.fleets", "FleetMiss"),
     "Plan": ("advisor.core.layouts", "Plan"),
+    "Question": ("advisor.core.question", "Question"),
+    "KvCacheDtype": ("advisor.core.question", "KvCacheDtype"),
+    "Objective": ("advisor.core.question", "Objective"),
+    "ask": ("advisor.api", "ask"),
     "Replica": ("advisor.core.layouts", "Replica"),
     "LaunchLine": ("advisor.render.local", "LaunchLine"),
     "Deployment": ("advisor.state", "Deployment"),
@@ -99,12 +103,14 @@ __all__ = [
     "FleetOption",
     "Gpu",
     "InstanceType",
+    "KvCacheDtype",
     "LaunchLine",
     "MemoryFit",
     "ModelAlias",
     "ModelConfigError",
     "ModelSpec",
     "NotFoundError",
+    "Objective",
     "OperationError",
     "PerfEstimate",
     "Plan",
@@ -112,6 +118,7 @@ __all__ = [
     "Problem",
     "Provenance",
     "ProvisionResult",
+    "Question",
     "Recommendation",
     "Rejection",
     "RenderResult",
@@ -121,6 +128,7 @@ __all__ = [
     "Topology",
     "UserInputError",
     "__version__",
+    "ask",
     "boot_status",
     "doctor",
     "down",
@@ -159,6 +167,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from advisor.api import (
         RenderResult,
+        ask,
         estimate,
         fit,
         fleet,
@@ -180,6 +189,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from advisor.core.layouts import Plan, Replica
     from advisor.core.model import ModelSpec, spec_from_config
     from advisor.core.perf import PerfEstimate
+    from advisor.core.question import KvCacheDtype, Objective, Question
     from advisor.core.ranking import Constraints, Recommendation, Rejection, Request
     from advisor.core.sizing import FitRequest, MemoryFit
     from advisor.errors import (

@@ -11,13 +11,14 @@ and scripts share one set of checks. The functions here are thin: the work is in
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from advisor.catalog import Catalog
 from advisor.catalog import load as load_catalog
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from advisor.core.layouts import Plan
     from advisor.core.model import ModelSpec
     from advisor.core.perf import PerfEstimate
+    from advisor.core.question import KvCacheDtype, Objective, Question
     from advisor.core.ranking import Recommendation, Rejection
     from advisor.core.sizing import MemoryFit
     from advisor.host.topology import Topology
@@ -59,11 +61,82 @@ def input_error(exc: ValidationError) -> UserInputError:
                           "the allowed values")
 
 
+@functools.cache
+def _question_field(name: str) -> TypeAdapter[Any] | None:
+    """The check of :class:`~advisor.core.question.Question`'s field ``name`` (its type, value
+    set and range), or None for a keyword that is no field."""
+    from typing import Annotated
+
+    from advisor.core.question import Question
+
+    field = Question.model_fields.get(name)
+    if field is None:
+        return None
+    tp: Any = (Annotated[field.annotation, *field.metadata] if field.metadata
+               else field.annotation)
+    return TypeAdapter(tp, config=ConfigDict(allow_inf_nan=False))
+
+
+@functools.cache
+def _question_range(name: str) -> tuple[float | None, float | None, bool] | None:
+    """(low, high, low is strict) of a numeric Question field, from its one declaration."""
+    import annotated_types as at
+
+    from advisor.core.question import Question
+
+    field = Question.model_fields.get(name)
+    if field is None:
+        return None
+    low: float | None = None
+    high: float | None = None
+    strict = True
+    for m in field.metadata:
+        if isinstance(m, at.Gt):
+            low, strict = float(m.gt), True  # type: ignore[arg-type]
+        elif isinstance(m, at.Ge):
+            low, strict = float(m.ge), False  # type: ignore[arg-type]
+        elif isinstance(m, at.Le):
+            high = float(m.le)  # type: ignore[arg-type]
+    return (low, high, strict) if low is not None or high is not None else None
+
+
+def check_fields(values: dict[str, Any]) -> None:
+    """Every value whose name is a Question field, checked against that one declaration: a
+    number in its range (worded as the CLI words ranges), then its type and value set."""
+    for name, value in values.items():
+        adapter = _question_field(name)
+        if adapter is None:
+            continue
+        span = _question_range(name)
+        if span is not None and value is not None and not isinstance(value, bool | str):
+            finite(f"--{name.replace('_', '-')}", value, low=span[0], high=span[1],
+                   strict_low=span[2])
+        try:
+            adapter.validate_python(value, strict=isinstance(value, bool))
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+            msg = str(err.get("msg", "invalid")).replace("Input should be", "must be")
+            if err.get("type") == "greater_than" and (err.get("ctx") or {}).get("gt") == 0:
+                msg = "must be positive"
+            raise UserInputError(f"--{name.replace('_', '-')} {shown[:80]}: {msg}",
+                                 hint="see the command's --help (the SDK function's docstring) "
+                                 "for the allowed values") from exc
+
+
 def boundary(func: Callable[P, R]) -> Callable[P, R]:
-    """Turns every pydantic ValidationError raised inside ``func`` into a UserInputError."""
+    """The SDK's one boundary: every keyword that is a field of
+    :class:`~advisor.core.question.Question` is checked against it, and every pydantic
+    ValidationError raised inside ``func`` leaves as a UserInputError."""
+    sig = inspect.signature(func)
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return func(*args, **kwargs)  # let Python word the wrong call
+        check_fields(bound.arguments)
         try:
             return func(*args, **kwargs)
         except ValidationError as exc:
@@ -174,7 +247,7 @@ def gpu_memory_gib(catalog: Catalog, gpu: str,
 @boundary
 def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | None = None,
         gpu_memory_utilization: float | None = None, dtype: str = "auto",
-        kv_cache_dtype: str = "auto", max_num_batched_tokens: int | None = None,
+        kv_cache_dtype: KvCacheDtype = "auto", max_num_batched_tokens: int | None = None,
         max_num_seqs: int | None = None, entrypoint: str = "server",
         enforce_eager: bool = False, catalog: Catalog | None = None,
         gpu_memory_gib_override: float | None = None, quantization: str | None = None,
@@ -203,7 +276,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
 def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurrency: int = 1,
              tp: int = 1, pp: int = 1, max_model_len: int | None = None,
              catalog: Catalog | None = None, gpu_memory_gib_override: float | None = None,
-             vllm_version: str | None = None, kv_cache_dtype: str = "auto",
+             vllm_version: str | None = None, kv_cache_dtype: KvCacheDtype = "auto",
              quantization: str | None = None, cpu_offload_gb: float = 0.0
              ) -> tuple[PerfEstimate, MemoryFit]:
     """TTFT, TPOT and throughput of ``model`` on ``gpu`` (one replica of TP x PP GPUs)."""
@@ -238,10 +311,10 @@ def default_lengths(ctx: int, input_len: int | None, output_len: int | None) -> 
 def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               output_len: int | None = ..., concurrency: int | None = ...,
               rps: float | None = ..., batch: bool = ..., utilisation: float = ...,
-              objective: str = ..., providers: list[str] | None = ...,
+              objective: Objective = ..., providers: list[str] | None = ...,
               regions: list[str] | None = ..., gpus: list[str] | None = ...,
               max_usd_per_hour: float | None = ..., max_tpot_ms: float | None = ...,
-              max_ttft_ms: float | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+              max_ttft_ms: float | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
               cpu_offload_gb: float = ..., allow_small_host: bool = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[False] = ...,
@@ -253,10 +326,10 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
 def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               output_len: int | None = ..., concurrency: int | None = ...,
               rps: float | None = ..., batch: bool = ..., utilisation: float = ...,
-              objective: str = ..., providers: list[str] | None = ...,
+              objective: Objective = ..., providers: list[str] | None = ...,
               regions: list[str] | None = ..., gpus: list[str] | None = ...,
               max_usd_per_hour: float | None = ..., max_tpot_ms: float | None = ...,
-              max_ttft_ms: float | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+              max_ttft_ms: float | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
               cpu_offload_gb: float = ..., allow_small_host: bool = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[True],
@@ -268,11 +341,11 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
 def recommend(model: str, ctx: int, *, input_len: int | None = None,
               output_len: int | None = None, concurrency: int | None = None,
               rps: float | None = None, batch: bool = False, utilisation: float = 1.0,
-              objective: str = "cost", providers: list[str] | None = None,
+              objective: Objective = "cost", providers: list[str] | None = None,
               regions: list[str] | None = None, gpus: list[str] | None = None,
               max_usd_per_hour: float | None = None, max_tpot_ms: float | None = None,
               max_ttft_ms: float | None = None, spot: bool = False,
-              kv_cache_dtype: str = "auto", cpu_offload_gb: float = 0.0,
+              kv_cache_dtype: KvCacheDtype = "auto", cpu_offload_gb: float = 0.0,
               allow_small_host: bool = False, vllm_version: str | None = None,
               catalog: Catalog | None = None, top: int | None = None,
               with_rejected: bool = False, max_nodes: int = 4,
@@ -293,35 +366,68 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
     nothing can serve the request, naming the closest misses and the constraints that excluded
     the rest.
     """
-    from advisor.core.load import targets
-    from advisor.core.ranking import Constraints, Request, explain_empty, rank
+    from advisor.core.question import Question
 
-    if top is not None and top <= 0:
-        raise UserInputError(f"--top must be positive, not {top}", hint="e.g. --top 5")
-    finite("--rps", rps, high=1e6)
-    finite("--utilisation", utilisation, high=1.0)
-    finite("--cpu-offload-gb", cpu_offload_gb, low=0.0, strict_low=False, high=4096)
-    finite("--max-tpot-ms", max_tpot_ms, high=1e7)
-    finite("--max-ttft-ms", max_ttft_ms, high=1e8)
     if rps is not None and concurrency is not None:
         raise UserInputError("give the load as --rps or as --concurrency, not both",
                              hint="--rps: requests per second; --concurrency: users in flight")
+    q = Question(model=model, ctx=ctx, input_len=input_len, output_len=output_len,
+                 concurrency=concurrency, rps=rps, batch=batch, utilisation=utilisation,
+                 objective=objective, providers=providers, regions=regions, gpus=gpus,
+                 instances=instances, max_usd_per_hour=max_usd_per_hour,
+                 max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, spot=spot,
+                 kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb,
+                 allow_small_host=allow_small_host, vllm_version=vllm_version,
+                 max_nodes=max_nodes)
+    if with_rejected:
+        return ask(q, catalog=catalog, top=top, with_rejected=True)
+    return ask(q, catalog=catalog, top=top)
+
+
+@overload
+def ask(question: Question, *, catalog: Catalog | None = ..., top: int | None = ...,
+        with_rejected: Literal[False] = ...) -> list[Recommendation]: ...
+
+
+@overload
+def ask(question: Question, *, catalog: Catalog | None = ..., top: int | None = ...,
+        with_rejected: Literal[True]) -> tuple[list[Recommendation], list[Rejection]]: ...
+
+
+@boundary
+def ask(question: Question, *, catalog: Catalog | None = None, top: int | None = None,
+        with_rejected: bool = False
+        ) -> list[Recommendation] | tuple[list[Recommendation], list[Rejection]]:
+    """:func:`recommend` for a :class:`~advisor.core.question.Question` built once (the form
+    planning scripts keep and vary with ``question.model_copy(update=...)``)."""
+    from advisor.core.load import targets
+    from advisor.core.question import Question
+    from advisor.core.ranking import Constraints, Request, explain_empty, rank
+
+    # validated again: model_copy(update=...) does not validate what it sets
+    q = Question.model_validate(question.model_dump())
+    if top is not None and top <= 0:
+        raise UserInputError(f"--top must be positive, not {top}", hint="e.g. --top 5")
+    if q.rps is not None and q.concurrency is not None:
+        raise UserInputError("give the load as --rps or as --concurrency, not both",
+                             hint="--rps: requests per second; --concurrency: users in flight")
     cat = catalog or load_catalog()
-    spec = model_spec(model, catalog=cat)
-    i, o = default_lengths(ctx, input_len, output_len) if ctx > 0 else (1, 1)
-    tg = targets(max_tpot_ms, max_ttft_ms, batch)
-    req = Request(ctx=ctx, input_len=i, output_len=o, concurrency=concurrency, rps=rps,
-                  batch=batch, utilisation=utilisation, objective=objective,
-                  kv_cache_dtype=kv_cache_dtype, cpu_offload_gib=cpu_offload_gb, targets=tg)
-    cons = Constraints(providers=providers or [], regions=regions or [], gpus=gpus or [],
-                       max_usd_per_hour=max_usd_per_hour, max_tpot_ms=tg.tpot_ms,
-                       max_ttft_ms=tg.ttft_ms, spot=spot, max_nodes=max_nodes,
-                       allow_small_host=allow_small_host)
+    spec = model_spec(q.model, catalog=cat)
+    i, o = default_lengths(q.ctx, q.input_len, q.output_len)
+    tg = targets(q.max_tpot_ms, q.max_ttft_ms, q.batch)
+    req = Request(ctx=q.ctx, input_len=i, output_len=o, concurrency=q.concurrency, rps=q.rps,
+                  batch=q.batch, utilisation=q.utilisation, objective=q.objective,
+                  kv_cache_dtype=q.kv_cache_dtype, cpu_offload_gib=q.cpu_offload_gb,
+                  targets=tg)
+    cons = Constraints(providers=q.providers or [], regions=q.regions or [], gpus=q.gpus or [],
+                       max_usd_per_hour=q.max_usd_per_hour, max_tpot_ms=tg.tpot_ms,
+                       max_ttft_ms=tg.ttft_ms, spot=q.spot, max_nodes=q.max_nodes,
+                       allow_small_host=q.allow_small_host)
     unknown = [p for p in cons.providers if p not in cat.providers()]
     if unknown:
         raise NotFoundError("provider", unknown[0], cat.providers())
-    only = [cat.instance(k) for k in instances] if instances is not None else None
-    recs, rejected = rank(cat, spec, req, cons, profile(vllm_version), instances=only)
+    only = [cat.instance(k) for k in q.instances] if q.instances is not None else None
+    recs, rejected = rank(cat, spec, req, cons, profile(q.vllm_version), instances=only)
     if not recs and not with_rejected:
         raise explain_empty(rejected)
     recs = recs[:top] if top else recs
@@ -333,7 +439,7 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           output_len: int | None = ..., max_instances: int = ...,
           max_tpot_ms: float | None = ..., max_ttft_ms: float | None = ...,
           providers: list[str] | None = ..., regions: list[str] | None = ...,
-          gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+          gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
           vllm_version: str | None = ..., catalog: Catalog | None = ...,
           with_misses: Literal[False] = ..., max_nodes: int = ..., batch: bool = ...,
           allow_small_host: bool = ...) -> list[FleetOption]: ...
@@ -344,7 +450,7 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           output_len: int | None = ..., max_instances: int = ...,
           max_tpot_ms: float | None = ..., max_ttft_ms: float | None = ...,
           providers: list[str] | None = ..., regions: list[str] | None = ...,
-          gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: str = ...,
+          gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
           vllm_version: str | None = ..., catalog: Catalog | None = ...,
           with_misses: Literal[True], max_nodes: int = ..., batch: bool = ...,
           allow_small_host: bool = ...) -> tuple[list[FleetOption], list[FleetMiss]]: ...
@@ -355,7 +461,7 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
           output_len: int | None = None, max_instances: int = 64,
           max_tpot_ms: float | None = None, max_ttft_ms: float | None = None,
           providers: list[str] | None = None, regions: list[str] | None = None,
-          gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: str = "auto",
+          gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: KvCacheDtype = "auto",
           vllm_version: str | None = None, catalog: Catalog | None = None,
           with_misses: bool = False, max_nodes: int = 4, batch: bool = False,
           allow_small_host: bool = False
@@ -470,7 +576,7 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
 
 @boundary
 def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int | None = None,
-                 vllm_version: str = DEFAULT_VLLM_VERSION, port: int = 8000,
+                 vllm_version: str | None = None, port: int = 8000,
                  host: str = "127.0.0.1", api_key_ref: str | None = None,
                  gpu_memory_utilization: float = 0.9, target: str = "cloud-init",
                  name: str | None = None, ray_head: str | None = None,
@@ -496,6 +602,8 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
     :mod:`advisor.core.deploy`) is refused with a UserInputError before anything is rendered."""
     from advisor.clouds.registry import CLOUDS, info, key_ref_for, secret_refs
     from advisor.render.cloudinit import RenderRequest, check_value, render, start_timeout_s
+
+    vllm_version = vllm_version or DEFAULT_VLLM_VERSION  # None: the release advisor pins
 
     if target not in ("cloud-init", "k8s", "local"):
         raise UserInputError(f"--target {target!r} is not cloud-init, k8s or local")

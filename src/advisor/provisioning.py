@@ -313,12 +313,12 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
               allow_cidrs: list[str] | None = None, ssh_cidrs: list[str] | None = None,
               api_key_ref: str | None = None, hf_token_ref: str | None = None,
               image: str | None = None, port: int = 8000,
-              vllm_version: str = DEFAULT_VLLM_VERSION, dry_run: bool = False,
+              vllm_version: str | None = None, dry_run: bool = False,
               wait: bool = False, wait_timeout_s: float = 900,
               confirm: Callable[[str], bool] | None = None,
               progress: Callable[[str], None] | None = None,
               catalog: Catalog | None = None, store: Store | None = None,
-              providers: ProviderSource = None,
+              backends: ProviderSource = None,
               provider_options: Mapping[str, Mapping[str, str]] | None = None,
               max_types: int = 3, question: Question | None = None) -> ProvisionResult:
     """Launch ``model`` at ``ctx`` on the best instance that a cloud will give.
@@ -331,7 +331,13 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     ``progress(line)`` hears about every step. With ``dry_run`` nothing is called: the result
     holds the exact requests and the user-data.
     """
+    from advisor.api import check_fields
+
+    check_fields({"model": model, "ctx": ctx, "vllm_version": vllm_version})
+    if question is not None:
+        check_fields(question.model_dump())
     say = progress or (lambda _m: None)
+    vllm_version = vllm_version or DEFAULT_VLLM_VERSION  # None: the release advisor pins
     cat = catalog or load_catalog()
     allow = [check_cidr(c) for c in allow_cidrs or []]
     ssh = [check_cidr(c) for c in ssh_cidrs or []]
@@ -425,7 +431,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         reqs = []
         plans = []
         for c in cands:
-            p = _provider(providers, c.provider, opts.get(c.provider, {}))
+            p = _provider(backends, c.provider, opts.get(c.provider, {}))
             reqs.append(p.request(c.spec, None))
             listed = getattr(p, "preflight_plan", None)
             if listed is not None:
@@ -442,7 +448,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         "labels": {**c.spec.labels, TAG_ATTEMPT: attempt_id}})}) for c in cands]
     st = store or Store()
     _hold(st, name, "launched")
-    existing = _existing(st, name, providers, opts, cands, say, alias, ctx)
+    existing = _existing(st, name, backends, opts, cands, say, alias, ctx)
     if existing is not None:
         return existing.model_copy(update={"warnings": warnings})
 
@@ -481,7 +487,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         if c.provider in blocked_providers:
             note(Attempt(**base, outcome="skipped", detail="provider refused earlier"))
             continue
-        p = _provider(providers, c.provider, opts.get(c.provider, {}))
+        p = _provider(backends, c.provider, opts.get(c.provider, {}))
         try:
             checks = _preflight(p, c, say)
             if checks is not None:
@@ -574,7 +580,7 @@ def _fail(st: Store, name: str, attempts: list[Attempt]) -> None:
     st.set_status(name, "failed", f"every attempt failed: {summarise(attempts)}")
 
 
-def _existing(st: Store, name: str, providers: ProviderSource,
+def _existing(st: Store, name: str, backends: ProviderSource,
               opts: Mapping[str, Mapping[str, str]], cands: list[Candidate],
               say: Callable[[str], None], model: str, ctx: int) -> ProvisionResult | None:
     """What already runs under ``name``: from the state file, else by tag in the candidates'
@@ -586,7 +592,7 @@ def _existing(st: Store, name: str, providers: ProviderSource,
     places += [(c.provider, c.region) for c in cands if (c.provider, c.region) not in places]
     for prov, region in places:
         try:
-            found = alive(_provider(providers, prov, opts.get(prov, {})).find(name, region))
+            found = alive(_provider(backends, prov, opts.get(prov, {})).find(name, region))
         except CloudError:
             continue  # that cloud cannot be asked now; launching there will say why
         if found:
@@ -753,7 +759,7 @@ def _health(url: str, deadline: float, clock: Callable[[], float]) -> str:
 
 # -- status and down --------------------------------------------------------------------------
 def status(name: str | None = None, *, reconcile: bool = False, store: Store | None = None,
-           providers: ProviderSource = None,
+           backends: ProviderSource = None,
            provider_options: Mapping[str, Mapping[str, str]] | None = None
            ) -> list[Deployment]:
     """The deployments advisor knows (or one). ``reconcile`` asks the clouds, by tag, what runs
@@ -773,7 +779,7 @@ def status(name: str | None = None, *, reconcile: bool = False, store: Store | N
         clouds: dict[str, Provider] = {}
         for prov, region in _places(st, dep):
             if prov not in clouds:
-                clouds[prov] = _provider(providers, prov, _options_for(dep, opts, prov))
+                clouds[prov] = _provider(backends, prov, _options_for(dep, opts, prov))
             found += clouds[prov].find(dep.name, region)
         live = alive(found)
         known = {i.id for i in dep.instances}
@@ -799,7 +805,7 @@ def status(name: str | None = None, *, reconcile: bool = False, store: Store | N
     return out
 
 
-def boot_status(dep: Deployment, *, providers: ProviderSource = None,
+def boot_status(dep: Deployment, *, backends: ProviderSource = None,
                 provider_options: Mapping[str, Mapping[str, str]] | None = None,
                 now: float | None = None) -> str | None:
     """What the deployment's instances say about their first boot (:mod:`advisor.bootstatus`,
@@ -827,7 +833,7 @@ def boot_status(dep: Deployment, *, providers: ProviderSource = None,
         try:
             prov = inst.provider or dep.provider
             if prov not in clouds:
-                clouds[prov] = _provider(providers, prov, _options_for(dep, opts, prov))
+                clouds[prov] = _provider(backends, prov, _options_for(dep, opts, prov))
             read = getattr(clouds[prov], "console_output", None)
             if read is None:
                 return None  # this cloud offers no console to read
@@ -905,7 +911,7 @@ def sold_regions(provider: str, types: list[str] | None = None,
 
 
 @_one_at_a_time
-def down(name: str, *, store: Store | None = None, providers: ProviderSource = None,
+def down(name: str, *, store: Store | None = None, backends: ProviderSource = None,
          provider_options: Mapping[str, Mapping[str, str]] | None = None,
          confirm: Callable[[str], bool] | None = None,
          progress: Callable[[str], None] | None = None, all_regions: bool = False,
@@ -969,7 +975,7 @@ def down(name: str, *, store: Store | None = None, providers: ProviderSource = N
         by_cloud.setdefault(prov, []).append(region)
     for prov, regions in by_cloud.items():
         try:
-            p = _provider(providers, prov, _options_for(dep, opts, prov))
+            p = _provider(backends, prov, _options_for(dep, opts, prov))
         except (UserInputError, CloudError) as exc:
             if any(k[0] == prov for k in known):
                 raise

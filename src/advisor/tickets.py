@@ -426,10 +426,12 @@ def make_ticket(instance: str, *, region: str | None = None,
                 model: str | None = None, ctx: int | None = None,
                 catalog: Catalog | None = None) -> Ticket:
     """``advisor.ticket``: the support ticket for ``instance`` (PROVIDER:TYPE)."""
+    from advisor.api import check_fields
     from advisor.catalog import load as load_catalog
     from advisor.catalog.schema import REGION
     from advisor.errors import UserInputError
 
+    check_fields({k: v for k, v in (("model", model), ("ctx", ctx)) if v is not None})
     cat = catalog or load_catalog()
     inst = cat.instance(instance)
     if region is not None and not REGION.match(region):

@@ -105,7 +105,7 @@ def reset(moto_url: str) -> None:
 
 def run(store: Store, plan: Plan) -> Any:
     return provision(MODEL, CTX, hf_token_ref=TOKEN, instance=TYPE, name=NAME, store=store,
-                     providers={"aws": Faulty(plan)})
+                     backends={"aws": Faulty(plan)})
 
 
 #: issue 27: the preflight's read-only calls, made before anything is created (against moto: the
@@ -175,8 +175,8 @@ def test_every_crash_point_heals_to_nothing(aws, moto_url, tmp_path, mode):
             assert left(NAME, ["us-east-1"]) == [], (n, where)
             report.append((n, where, 0))
             continue
-        status(NAME, reconcile=True, store=st, providers={"aws": Faulty()})
-        down(NAME, store=st, providers={"aws": Faulty()})
+        status(NAME, reconcile=True, store=st, backends={"aws": Faulty()})
+        down(NAME, store=st, backends={"aws": Faulty()})
         remaining = left(NAME, ["us-east-1", "us-west-2"])
         report.append((n, f"{where} {outcome}", len(remaining)))
         assert remaining == [], (n, where, remaining)
@@ -200,7 +200,7 @@ def test_state_lost_down_all_regions_finds_it_by_tag(aws, moto_url, tmp_path, at
     made = left(NAME, ["us-east-1"])
     st.close()
     fresh = Store(tmp_path / "other.db")
-    res = down(NAME, store=fresh, providers={"aws": Faulty()}, provider="aws")
+    res = down(NAME, store=fresh, backends={"aws": Faulty()}, provider="aws")
     assert left(NAME, ["us-east-1"]) == []
     assert len(res.searched) == len(sold_regions("aws")) >= 20
     assert not res.not_searched
@@ -214,7 +214,7 @@ def test_a_failed_attempt_removes_only_its_own(aws, tmp_path):
     plan_a = Plan()
     probe = Plan()
     run(Store(tmp_path / "probe.db"), probe)
-    down(NAME, store=Store(tmp_path / "probe.db"), providers={"aws": Faulty()})
+    down(NAME, store=Store(tmp_path / "probe.db"), backends={"aws": Faulty()})
     last = len(probe.calls)  # RunInstances
     plan_a = Plan(last, "kill")
     with pytest.raises(Killed):

@@ -80,7 +80,7 @@ def run(arm: FakeArm, store: Store, plan: Plan | None = None) -> Any:
     try:
         return provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                          instance=f"azure:{SIZE}", name=NAME, api_key_ref=KEY_REF,
-                         regions=["eastus"], providers={"azure": azure(arm)}, store=store)
+                         regions=["eastus"], backends={"azure": azure(arm)}, store=store)
     finally:
         arm.before = None
 
@@ -134,7 +134,7 @@ def test_everything_made_carries_the_deployment_and_the_attempt(tmp_path):
         assert ra["properties"]["description"].endswith(f"({TAG_ATTEMPT} {attempt})")
     p = azure(arm)
     assert p.leftovers(NAME, "eastus")  # all of it is seen
-    gone = down(NAME, store=st, providers={"azure": azure(arm)})
+    gone = down(NAME, store=st, backends={"azure": azure(arm)})
     assert left(arm) == [] and arm.resources == {} and arm.role_assignments == {}
     assert "resource-group:advisor-fault-az" in gone.removed
     assert p.leftovers(NAME, "eastus") == []
@@ -173,8 +173,8 @@ def test_every_crash_point_heals_to_nothing(tmp_path, mode):
             assert left(arm) == [], (n, where)
             report.append((n, "before-state", 0))
             continue
-        status(NAME, reconcile=True, store=st, providers={"azure": azure(arm)})
-        down(NAME, store=st, providers={"azure": azure(arm)})
+        status(NAME, reconcile=True, store=st, backends={"azure": azure(arm)})
+        down(NAME, store=st, backends={"azure": azure(arm)})
         remaining = left(arm)
         report.append((n, outcome, len(remaining)))
         assert remaining == [], (n, where, remaining)
@@ -201,7 +201,7 @@ def test_state_lost_down_all_regions_finds_it_by_tag(tmp_path, at):
     assert left(arm)
     st.close()
     fresh = Store(tmp_path / "other.db")
-    res = down(NAME, store=fresh, providers={"azure": azure(arm)}, provider="azure",
+    res = down(NAME, store=fresh, backends={"azure": azure(arm)}, provider="azure",
                all_regions=True)
     assert left(arm) == [], left(arm)
     assert len(res.searched) == len(sold_regions("azure")) >= 10
@@ -236,7 +236,7 @@ def test_a_failed_attempt_removes_only_its_own(tmp_path):
         with pytest.raises(Exception, match="InternalError"):
             provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                       instance=f"azure:{SIZE}", name=NAME, api_key_ref=KEY_REF,
-                      regions=["eastus"], providers={"azure": azure(arm)}, store=st_b)
+                      regions=["eastus"], backends={"azure": azure(arm)}, store=st_b)
     finally:
         arm.before = None
     attempt_b = next(e.data["attempt"] for e in st_b.events(NAME) if e.kind == "intent-region")

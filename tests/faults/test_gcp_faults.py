@@ -89,7 +89,7 @@ def run(fake: FakeCompute, store: Store, ingress: bool = True) -> Any:
                                "ssh_cidrs": ["198.51.100.7/32"]} if ingress else {})
     return provision("llama-3-8b", 8192, hf_token_ref=TOKEN, instance=TYPE,
                      question=Question(batch=True), name=NAME, regions=["us-central1"],
-                     providers={"gcp": gcp(fake)}, store=store, **opened)
+                     backends={"gcp": gcp(fake)}, store=store, **opened)
 
 
 def left(fake: FakeCompute, name: str = NAME) -> list[str]:
@@ -162,7 +162,7 @@ def test_without_ingress_the_nat_calls_are_in_the_sweep(fake, tmp_path):
     run(fake, st, ingress=False)
     assert "nat:us-central1/advisor-fault-gcp-nat" in left(fake)
     assert "nat:us-central1/advisor-fault-gcp-nat" in gcp(fake).leftovers(NAME, "us-central1")
-    res = down(NAME, store=st, providers={"gcp": gcp(fake)})
+    res = down(NAME, store=st, backends={"gcp": gcp(fake)})
     assert "nat:us-central1/advisor-fault-gcp-nat" in res.removed and left(fake) == []
 
 
@@ -176,9 +176,9 @@ def test_down_never_removes_a_nat_it_found(fake, tmp_path):
     st = Store(tmp_path / "s.db")
     assert run(fake, st, ingress=False).status == "launched"
     assert not any(m == "POST" and "/routers" in p for m, p, _b in fake.requests)
-    down(NAME, store=st, providers={"gcp": gcp(fake)})
+    down(NAME, store=st, backends={"gcp": gcp(fake)})
     fresh = Store(tmp_path / "fresh.db")
-    down(NAME, store=fresh, providers={"gcp": gcp(fake)}, provider="gcp", all_regions=True)
+    down(NAME, store=fresh, backends={"gcp": gcp(fake)}, provider="gcp", all_regions=True)
     assert left(fake) == [] and fake.routers == {("us-central1", "corp-nat"): theirs}
 
 
@@ -221,8 +221,8 @@ def test_every_crash_point_heals_to_nothing(fake, killer, tmp_path, mode, ingres
             # the intent named the region before anything was made there
             assert any(e.kind == "intent-region" and e.data.get("region") == "us-central1"
                        for e in st.events(NAME)), (n, calls[n - 1])
-        status(NAME, reconcile=True, store=st, providers={"gcp": gcp(fake)})
-        down(NAME, store=st, providers={"gcp": gcp(fake)})
+        status(NAME, reconcile=True, store=st, backends={"gcp": gcp(fake)})
+        down(NAME, store=st, backends={"gcp": gcp(fake)})
         remaining = left(fake)
         report.append((n, calls[n - 1], outcome, len(remaining)))
         assert remaining == [], (n, calls[n - 1], outcome, remaining)
@@ -247,7 +247,7 @@ def test_state_lost_down_all_regions_finds_it_by_label(fake, killer, tmp_path, n
     st.close()
     (tmp_path / "s.db").unlink()
     fresh = Store(tmp_path / "other.db")
-    res = down(NAME, store=fresh, providers={"gcp": gcp(fake)}, provider="gcp",
+    res = down(NAME, store=fresh, backends={"gcp": gcp(fake)}, provider="gcp",
                all_regions=True)
     assert left(fake) == []
     assert len(res.searched) == len(sold_regions("gcp")) >= 10
@@ -314,5 +314,5 @@ def test_a_similar_name_is_never_touched(fake, tmp_path):
     run(fake, Store(tmp_path / "s.db"))
     fake.firewalls["advisor-fault-gcp-vllm-vllm"] = {
         "name": "advisor-fault-gcp-vllm-vllm", "description": "advisor deployment fault-gcp-vllm"}
-    down(NAME, store=Store(tmp_path / "s.db"), providers={"gcp": gcp(fake)})
+    down(NAME, store=Store(tmp_path / "s.db"), backends={"gcp": gcp(fake)})
     assert left(fake) == ["firewall:advisor-fault-gcp-vllm-vllm"]

@@ -216,7 +216,7 @@ def test_capacity_error_moves_to_the_next_zone(aws, tmp_path):
     store = Store(tmp_path / "s.db")
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                     instance="aws:g6e.2xlarge", name="fail-over",
-                    providers={"aws": prov}, store=store)
+                    backends={"aws": prov}, store=store)
     assert res.status == "launched" and res.zone == "us-east-1b"
     first = res.attempts[0]
     assert (first.zone, first.outcome, first.code) == ("us-east-1a", "capacity",
@@ -239,7 +239,7 @@ def test_quota_error_skips_the_region_and_cleans_it_up(aws, tmp_path):
     prov = _provider_with({"us-east-1/ec2": {"before-send.ec2.RunInstances": refuse}})
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                     instance="aws:g6e.2xlarge", name="quota-skip",
-                    regions=["us-east-1", "us-west-2"], providers={"aws": prov},
+                    regions=["us-east-1", "us-west-2"], backends={"aws": prov},
                     store=Store(tmp_path / "s.db"))
     assert res.region == "us-west-2" and res.status == "launched"
     assert tried == ["us-east-1a"]  # one refusal is enough to leave the region
@@ -264,7 +264,7 @@ def test_quota_check_skips_a_region_before_launching(aws, tmp_path):
     })
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                     instance="aws:g6e.2xlarge", name="quota-check",
-                    regions=["us-east-1", "us-west-2"], providers={"aws": prov},
+                    regions=["us-east-1", "us-west-2"], backends={"aws": prov},
                     store=Store(tmp_path / "s.db"))
     assert launched == [] and res.region == "us-west-2"
     a = res.attempts[0]
@@ -281,7 +281,7 @@ def test_every_zone_full_fails_cleanly(aws, tmp_path):
     with pytest.raises(OperationError, match="no candidate could be launched"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                   instance="aws:g6e.2xlarge", name="all-full",
-                  providers={"aws": prov}, store=store)
+                  backends={"aws": prov}, store=store)
     assert store.require("all-full").status == "failed"
     assert by_tag(ec2(), "all-full") == []
     assert ec2().describe_security_groups(Filters=[{"Name": "group-name", "Values": [
@@ -303,7 +303,7 @@ def test_crash_after_launch_is_found_by_reconcile(aws, monkeypatch):
         m.setattr(Store, "record_instance", die)
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                   instance="aws:g6e.2xlarge", name="crashed", store=store,
-                  providers={"aws": AwsProvider(sleep=lambda _s: None)})
+                  backends={"aws": AwsProvider(sleep=lambda _s: None)})
     dep = store.require("crashed")
     assert dep.status == "launching" and dep.instances == []
     assert len(by_tag(ec2(), "crashed")) == 1  # the instance exists, the state does not know
@@ -364,7 +364,7 @@ def test_a_foreign_role_of_the_same_name_is_not_taken_over(aws, tmp_path):
     with pytest.raises(CloudError, match="did not create"):
         provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                   instance="aws:g6e.2xlarge", name="taken",
-                  providers={"aws": AwsProvider(sleep=lambda _s: None)},
+                  backends={"aws": AwsProvider(sleep=lambda _s: None)},
                   store=Store(tmp_path / "s.db"))
     assert iam.list_role_policies(RoleName="advisor-taken")["PolicyNames"] == []
     assert by_tag(ec2(), "taken") == []
@@ -416,7 +416,7 @@ def test_multi_node_group_in_one_placement_group_over_efa(aws, tmp_path):
     store = Store(tmp_path / "s.db")
     res = provision("llama-3.1-405b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                     instance="aws:p5.48xlarge", name="big",
-                    providers={"aws": prov}, store=store)
+                    backends={"aws": prov}, store=store)
     assert res.nodes == 2 and len(res.instances) == 2
     head, worker = res.instances
     assert head.zone == worker.zone and head.private_ip
@@ -443,6 +443,6 @@ def test_multi_node_group_in_one_placement_group_over_efa(aws, tmp_path):
     assert self_rule and self_rule[0]["UserIdGroupPairs"][0]["GroupId"] == sg["GroupId"]
     assert all(not p.get("IpRanges") for p in sg["IpPermissions"])  # still nothing from outside
 
-    gone = down("big", providers={"aws": prov}, store=store)
+    gone = down("big", backends={"aws": prov}, store=store)
     assert {head.id, worker.id, "placement-group:advisor-big"} <= set(gone.removed)
     assert deleted == ["advisor-big"] and by_tag(client, "big") == []

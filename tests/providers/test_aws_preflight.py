@@ -47,7 +47,7 @@ def nothing_made(name: str, region: str = "us-east-1", iam_too: bool = True) -> 
 def _provision(tmp_path, name, **kw):
     return provision("llama-3-8b", 8192, hf_token_ref=REF, instance="aws:g6e.2xlarge",
                      name=name, store=Store(tmp_path / "s.db"),
-                     providers={"aws": AwsProvider(sleep=lambda _s: None)}, **kw)
+                     backends={"aws": AwsProvider(sleep=lambda _s: None)}, **kw)
 
 
 def test_every_check_passes_on_a_ready_account(aws):

@@ -58,7 +58,7 @@ def azure(arm, **kw) -> AzureProvider:
 def launch(arm, tmp_path, name="h100-nvl", **kw):
     return provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                      instance=f"azure:{SIZE}", name=name,
-                     api_key_ref=KEY_REF, providers={"azure": azure(arm)},
+                     api_key_ref=KEY_REF, backends={"azure": azure(arm)},
                      store=Store(tmp_path / "s.db"), **kw)
 
 
@@ -92,7 +92,7 @@ def test_vm_body_and_network(arm, tmp_path):
     again = launch(arm, tmp_path)
     assert again.status == "exists" and len(arm.puts("virtualMachines")) == 1
 
-    gone = down("h100-nvl", providers={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
+    gone = down("h100-nvl", backends={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
     assert gone.removed[0] == "h100-nvl"
     assert "advisor-h100-nvl-nsg" in gone.removed and "resource-group:advisor-h100-nvl" in \
         gone.removed
@@ -152,18 +152,18 @@ def test_a_users_resource_group_is_used_not_rewritten(arm, tmp_path):
     with pytest.raises(UserInputError, match="'team-rg' does not exist"):
         provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                   instance=f"azure:{SIZE}", name="in-team",
-                  api_key_ref=KEY_REF, providers={"azure": mine}, store=Store(tmp_path / "s.db"))
+                  api_key_ref=KEY_REF, backends={"azure": mine}, store=Store(tmp_path / "s.db"))
     assert arm.puts("virtualMachines") == [] and arm.puts("networkSecurityGroups") == []
     key = f"/subscriptions/{sub}/resourcegroups/team-rg"
     arm.resources[key] = {"id": key, "name": "team-rg", "location": "eastus",
                           "tags": {"owner": "team"}, "properties": {}}
     res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                     instance=f"azure:{SIZE}", name="in-team",
-                    api_key_ref=KEY_REF, providers={"azure": mine},
+                    api_key_ref=KEY_REF, backends={"azure": mine},
                     store=Store(tmp_path / "s.db"))
     assert res.status == "launched"
     assert not [p for m, p, _ in arm.log if m == "PUT" and p.lower().endswith("/team-rg")]
-    down("in-team", providers={"azure": mine}, store=Store(tmp_path / "s.db"))
+    down("in-team", backends={"azure": mine}, store=Store(tmp_path / "s.db"))
     assert list(arm.resources) == [key] and arm.resources[key]["tags"] == {"owner": "team"}
 
 
@@ -173,7 +173,7 @@ def test_multi_node_group(tmp_path):
     store = Store(tmp_path / "s.db")
     res = provision("llama-3.1-405b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                     instance="azure:Standard_ND96isr_H100_v5",
-                    name="big", api_key_ref=KEY_REF, providers={"azure": azure(arm)},
+                    name="big", api_key_ref=KEY_REF, backends={"azure": azure(arm)},
                     store=store)
     assert res.nodes == 2 and [i.id for i in res.instances] == ["big", "big-w1"]
     head_ip = res.instances[0].private_ip
@@ -187,7 +187,7 @@ def test_multi_node_group(tmp_path):
     # each VM's own identity reads both secrets
     assert len({ra["properties"]["principalId"] for ra in arm.role_assignments.values()}) == 2
     assert len(arm.role_assignments) == 4
-    down("big", providers={"azure": azure(arm)}, store=store)
+    down("big", backends={"azure": azure(arm)}, store=store)
     assert arm.resources == {} and arm.role_assignments == {}
 
 
@@ -224,13 +224,13 @@ def test_the_vm_identity_reads_exactly_its_secrets(arm, tmp_path):
     before = set(arm.role_assignments)
     spec = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                      instance=f"azure:{SIZE}", name="reader", api_key_ref=KEY_REF,
-                     dry_run=True, providers={"azure": Spec()}).requests[0]["spec"]
+                     dry_run=True, backends={"azure": Spec()}).requests[0]["spec"]
     azure(arm)._grant(spec, principal)
     assert set(arm.role_assignments) == before
     assert [p for m, p, _ in arm.log if m == "PUT" and "roleAssignments" in p][2:] == [
         p for p, _ in puts]  # the same names: the same PUTs
 
-    gone = down("reader", providers={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
+    gone = down("reader", backends={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
     assert sum(r.startswith("role-assignment:") for r in gone.removed) == 2
     assert arm.role_assignments == {} and arm.resources == {}
 
@@ -245,7 +245,7 @@ class Spec:
 def test_down_leaves_other_role_assignments_alone(arm, tmp_path):
     res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:advisor-vault/hf-token",
                     instance=f"azure:{SIZE}", name="tidy", api_key_ref=KEY_REF,
-                    providers={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
+                    backends={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
     assert res.status == "launched"
     [principal] = {ra["properties"]["principalId"] for ra in arm.role_assignments.values()}
     theirs = (f"{scope('advisor-vault', 'vllm-api-key')}/providers/Microsoft.Authorization/"
@@ -256,14 +256,14 @@ def test_down_leaves_other_role_assignments_alone(arm, tmp_path):
             "roleDefinitionId": f"/subscriptions/{SUB}/providers/Microsoft.Authorization/"
                                 f"roleDefinitions/{KV_SECRETS_USER}",
             "description": "granted by hand"}}
-    down("tidy", providers={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
+    down("tidy", backends={"azure": azure(arm)}, store=Store(tmp_path / "s.db"))
     assert list(arm.role_assignments) == [theirs.lower()]
 
 
 def test_dry_run_shows_the_role_assignment(arm):
     res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                     instance=f"azure:{SIZE}", name="dry", api_key_ref=KEY_REF, dry_run=True,
-                    providers={"azure": azure(arm)})
+                    backends={"azure": azure(arm)})
     calls = res.requests[0]["calls"]
     grants = [c for c in calls if c["call"] == "authorization.role_assignments.create"]
     assert [c["scope"] for c in grants] == [
@@ -278,7 +278,7 @@ def test_dry_run_shows_the_role_assignment(arm):
 
     given = provision("llama-3-8b", 8192, instance=f"azure:{SIZE}", name="dry",
                       api_key_ref=KEY_REF, hf_token_ref="azure-kv:myvault/hf-token",
-                      dry_run=True, providers={"azure": azure(arm, key_vault_resource_group=
+                      dry_run=True, backends={"azure": azure(arm, key_vault_resource_group=
                                                               "kv-rg")})
     [first, _] = [c for c in given.requests[0]["calls"]
                   if c["call"] == "authorization.role_assignments.create"]
@@ -303,7 +303,7 @@ def test_the_vaults_resource_group_can_be_given(arm, tmp_path):
     assert opts == {"key_vault_resource_group": "secrets-rg"}
     res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                     instance=f"azure:{SIZE}", name="given", api_key_ref=KEY_REF,
-                    providers={"azure": azure(arm, **opts)},
+                    backends={"azure": azure(arm, **opts)},
                     store=Store(tmp_path / "s.db"))
     assert res.status == "launched"
     assert not [p for m, p, _ in arm.log if m == "GET" and p.endswith("/resources")]  # no lookup
@@ -312,7 +312,7 @@ def test_the_vaults_resource_group_can_be_given(arm, tmp_path):
     with pytest.raises(UserInputError, match="not in resource group"):
         provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                   instance=f"azure:{SIZE}", name="wrong-rg", api_key_ref=KEY_REF,
-                  providers={"azure": azure(arm, key_vault_resource_group="other-rg")},
+                  backends={"azure": azure(arm, key_vault_resource_group="other-rg")},
                   store=Store(tmp_path / "s.db"))
 
 

@@ -178,16 +178,16 @@ def test_advisor_status_reads_it(arm, tmp_path):
     res = provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
                     instance=f"azure:{SIZE}", name="h100-nvl",
                     api_key_ref="azure-kv:advisor-vault/vllm-api-key",
-                    providers={"azure": azure(arm)}, store=st)
+                    backends={"azure": azure(arm)}, store=st)
     assert res.status == "launched"
     dep = st.require("h100-nvl")
-    assert boot_status(dep, providers={"azure": azure(arm)}) == "booting: no report yet"
+    assert boot_status(dep, backends={"azure": azure(arm)}) == "booting: no report yet"
     arm.consoles["h100-nvl"] = CONSOLE
-    assert boot_status(dep, providers={"azure": azure(arm)}) == (
+    assert boot_status(dep, backends={"azure": azure(arm)}) == (
         "failed: pip install (exit 1): ERROR: No matching distribution found for vllm==0.11.0")
     arm.consoles["h100-nvl"] = "\n".join([line(step="install", state="done", t=1)] + [
         line(step="vllm", state="serving", replica=r, t=2) for r in range(8)])
-    assert boot_status(dep, providers={"azure": azure(arm)}) == "serving"
+    assert boot_status(dep, backends={"azure": azure(arm)}) == "serving"
 
 
 def test_a_users_resource_group(arm, tmp_path):
@@ -201,7 +201,7 @@ def test_a_users_resource_group(arm, tmp_path):
     mine = azure(arm, resource_group="team-rg")
     provision("llama-3-8b", 8192, hf_token_ref="azure-kv:myvault/hf-token",
               instance=f"azure:{SIZE}", name="in-team",
-              api_key_ref="azure-kv:advisor-vault/vllm-api-key", providers={"azure": mine},
+              api_key_ref="azure-kv:advisor-vault/vllm-api-key", backends={"azure": mine},
               store=Store(tmp_path / "s.db"))
     arm.consoles["in-team"] = CONSOLE
     arm.log.clear()

@@ -304,7 +304,7 @@ def test_a_refused_role_assignment_write_is_also_what_the_fake_does(arm, tmp_pat
     p.preflight = None  # type: ignore[assignment]  # launch without it: the PUT is refused
     with pytest.raises(OperationError, match="denied"):
         provision("llama-3-8b", 8192, hf_token_ref=HF_REF, instance=f"azure:{SIZE}",
-                  name="nowrite", api_key_ref=KEY_REF, providers={"azure": p},
+                  name="nowrite", api_key_ref=KEY_REF, backends={"azure": p},
                   store=Store(tmp_path / "s.db"))
     assert not [k for k in arm.resources if "/virtualmachines/" in k]
     assert arm.role_assignments == {}
@@ -472,12 +472,12 @@ def test_provision_dry_run_lists_the_plan_and_a_launch_records_the_checks(arm, t
 
     dry = provision("llama-3-8b", 8192, hf_token_ref=HF_REF, instance=f"azure:{SIZE}",
                     name="pre", api_key_ref=KEY_REF, dry_run=True,
-                    providers={"azure": azure(arm)})
+                    backends={"azure": azure(arm)})
     [plan] = dry.preflight
     assert [c["name"] for c in plan["checks"]] == ORDER
     assert all(c["ok"] is None for c in plan["checks"]) and arm.calls == 0
     res = provision("llama-3-8b", 8192, hf_token_ref=HF_REF, instance=f"azure:{SIZE}",
-                    name="pre", api_key_ref=KEY_REF, providers={"azure": azure(arm)},
+                    name="pre", api_key_ref=KEY_REF, backends={"azure": azure(arm)},
                     store=Store(tmp_path / "s.db"))
     assert res.status == "launched"
     [made] = res.preflight
@@ -491,7 +491,7 @@ def test_provision_stops_on_a_missing_secret_with_its_fix(arm, tmp_path):
     arm.secrets[vault_key("myvault")].pop("hf-token")
     with pytest.raises(PreflightRefused) as info:
         provision("llama-3-8b", 8192, hf_token_ref=HF_REF, instance=f"azure:{SIZE}",
-                  name="pre", api_key_ref=KEY_REF, providers={"azure": azure(arm)},
+                  name="pre", api_key_ref=KEY_REF, backends={"azure": azure(arm)},
                   store=Store(tmp_path / "s.db"))
     assert "az keyvault secret set --vault-name myvault --name hf-token" in (
         info.value.hint or "")

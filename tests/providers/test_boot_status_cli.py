@@ -36,7 +36,7 @@ def _launch(name: str) -> str:
 
     res = provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
                     instance="aws:g6e.2xlarge", name=name,
-                    providers={"aws": AwsProvider(sleep=lambda _s: None)})
+                    backends={"aws": AwsProvider(sleep=lambda _s: None)})
     return res.instances[0].id
 
 
@@ -196,7 +196,7 @@ def test_an_auth_failure_in_one_swept_region_does_not_stop_the_sweep(aws, tmp_pa
             401))},
         "us-east-1/ec2": {"before-send.ec2.DescribeRegions": answer(
             200, REGIONS_XML.format(status=opt_in).encode())}})
-    res = down("swept", store=Store(tmp_path / "lost.db"), providers={"aws": prov},
+    res = down("swept", store=Store(tmp_path / "lost.db"), backends={"aws": prov},
                provider="aws")
     assert iid in res.removed and "aws:us-east-1" in res.searched
     if opt_in == "not-opted-in":

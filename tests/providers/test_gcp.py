@@ -63,7 +63,7 @@ def test_launch_sends_the_exact_body(fake, tmp_path):
     res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:g2-standard-8", question=L4,
                       name="l4-box",
-                    providers={"gcp": gcp(fake)}, store=store)
+                    backends={"gcp": gcp(fake)}, store=store)
     assert res.status == "launched" and res.zone == "us-central1-a"
     [(path, body)] = inserts(fake)
     rid = path.split("requestId=")[1]
@@ -94,10 +94,10 @@ def test_launch_sends_the_exact_body(fake, tmp_path):
     again = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                       instance="gcp:g2-standard-8", question=L4,
                       name="l4-box",
-                      providers={"gcp": gcp(fake)}, store=store)
+                      backends={"gcp": gcp(fake)}, store=store)
     assert again.status == "exists" and len(inserts(fake)) == 1
 
-    gone = down("l4-box", providers={"gcp": gcp(fake)}, store=store)
+    gone = down("l4-box", backends={"gcp": gcp(fake)}, store=store)
     assert gone.removed == ["l4-box", "nat:us-central1/advisor-l4-box-nat",
                             f"service-account:{SA.format('l4-box')}"]
     assert fake.instances == {} and fake.service_accounts == {} and fake.routers == {}
@@ -109,7 +109,7 @@ def test_spot_and_firewall_rules(fake, tmp_path):
               instance="gcp:g2-standard-8", question=L4,
                       name="spotty", spot=True,
               allow_cidrs=["203.0.113.0/24"], ssh_cidrs=["198.51.100.7/32"],
-              providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+              backends={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     [(_, body)] = inserts(fake)
     # something may reach it: an external IP
     assert body["networkInterfaces"][0]["accessConfigs"] == [{"name": "External NAT",
@@ -123,7 +123,7 @@ def test_spot_and_firewall_rules(fake, tmp_path):
     assert vllm["allowed"] == [{"IPProtocol": "tcp", "ports": ["8000"]}]
     assert rules["advisor-spotty-ssh"]["sourceRanges"] == ["198.51.100.7/32"]
     assert all("0.0.0.0/0" not in r["sourceRanges"] for r in rules.values())
-    down("spotty", providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+    down("spotty", backends={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     assert fake.firewalls == {} and fake.instances == {}
 
 
@@ -132,7 +132,7 @@ def test_exhausted_zone_moves_on(fake, tmp_path):
     res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:g2-standard-8", question=L4,
                       name="moved",
-                    providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+                    backends={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     assert res.zone == "us-central1-b"
     a = res.attempts[0]
     assert (a.zone, a.outcome, a.code) == ("us-central1-a", "capacity",
@@ -144,7 +144,7 @@ def test_quota_exceeded_skips_the_region(fake, tmp_path):
     res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:g2-standard-8", question=L4,
                       name="quota",
-                    regions=["us-central1", "us-east4"], providers={"gcp": gcp(fake)},
+                    regions=["us-central1", "us-east4"], backends={"gcp": gcp(fake)},
                     store=Store(tmp_path / "s.db"))
     assert res.region == "us-east4" and res.zone == "us-east4-c"
     zones_tried = [p.split("/zones/")[1].split("/")[0] for p, _ in inserts(fake)]
@@ -159,7 +159,7 @@ def test_quota_check_reads_the_regions_gpu_quota(fake, tmp_path):
     res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:g2-standard-8", question=L4,
                       name="checked",
-                    regions=["us-central1", "us-east4"], providers={"gcp": gcp(fake)},
+                    regions=["us-central1", "us-east4"], backends={"gcp": gcp(fake)},
                     store=Store(tmp_path / "s.db"))
     assert res.region == "us-east4"
     assert res.attempts[0].code == "QuotaCheck" and "NVIDIA_L4_GPUS" in res.attempts[0].detail
@@ -183,7 +183,7 @@ def test_n1_with_a_t4_gets_guest_accelerators(fake, tmp_path, make_catalog):
     cat = advisor.load_catalog([cat_dir])
     provision("llama-3-8b", 4096, hf_token_ref="gcp-secret:advisor-hf-token",
               instance="gcp:n1-standard-32", name="n1-t4", catalog=cat,
-              providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+              backends={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     [(_, body)] = inserts(fake)
     assert body["guestAccelerators"] == [{
         "acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
@@ -221,7 +221,7 @@ def test_every_zone_exhausted_fails_and_leaves_no_firewall(fake, tmp_path):
         provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                   instance="gcp:g2-standard-8", question=L4,
                       name="nothing",
-                  allow_cidrs=["203.0.113.0/24"], providers={"gcp": gcp(fake)}, store=store)
+                  allow_cidrs=["203.0.113.0/24"], backends={"gcp": gcp(fake)}, store=store)
     assert fake.instances == {} and fake.firewalls == {}
     assert store.require("nothing").status == "failed"
 
@@ -231,13 +231,13 @@ def test_reconcile_notices_a_vanished_instance_and_keeps_the_project(fake, tmp_p
     provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
               instance="gcp:g2-standard-8", question=L4,
                       name="vanish",
-              providers={"gcp": gcp(fake)}, store=store,
+              backends={"gcp": gcp(fake)}, store=store,
               provider_options={"gcp": {"project": "proj-123456"}})
     assert store.require("vanish").spec["options"]["gcp"] == {"project": "proj-123456"}
-    assert status("vanish", reconcile=True, providers={"gcp": gcp(fake)},
+    assert status("vanish", reconcile=True, backends={"gcp": gcp(fake)},
                   store=store)[0].status == "running"
     fake.instances.clear()  # deleted behind advisor's back (console, preemption)
-    [dep] = status("vanish", reconcile=True, providers={"gcp": gcp(fake)}, store=store)
+    [dep] = status("vanish", reconcile=True, backends={"gcp": gcp(fake)}, store=store)
     assert dep.status == "failed" and [i.state for i in dep.instances] == ["terminated"]
 
 
@@ -247,7 +247,7 @@ def test_multi_node_group_in_one_zone(fake, tmp_path):
     store = Store(tmp_path / "s.db")
     res = provision("llama-3.1-405b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:a3-highgpu-8g", name="big", regions=["us-east4"],
-                    providers={"gcp": gcp(fake)}, store=store)
+                    backends={"gcp": gcp(fake)}, store=store)
     assert res.nodes == 2 and res.zone == "us-east4-b"
     assert [a.outcome for a in res.attempts] == ["capacity", "launched"]
     assert set(fake.instances) == {("us-east4-b", "big"), ("us-east4-b", "big-w1")}
@@ -261,7 +261,7 @@ def test_multi_node_group_in_one_zone(fake, tmp_path):
     internal = fake.firewalls["advisor-big-internal"]
     assert internal["sourceTags"] == internal["targetTags"] == ["advisor-big"]
     assert "sourceRanges" not in internal  # members only, nothing from outside
-    gone = down("big", providers={"gcp": gcp(fake)}, store=store)
+    gone = down("big", backends={"gcp": gcp(fake)}, store=store)
     assert {"big", "big-w1", "firewall:advisor-big-internal"} <= set(gone.removed)
     assert fake.instances == {} and fake.firewalls == {}
 
@@ -282,7 +282,7 @@ def test_dry_run_shows_the_account_the_binding_and_no_external_ip(fake):
     res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:g2-standard-8", question=L4,
                       name="dry", dry_run=True,
-                    providers={"gcp": gcp(fake)})
+                    backends={"gcp": gcp(fake)})
     req = res.requests[0]
     calls = [c["call"] for c in req["calls"]]
     assert calls == ["iam.projects.serviceAccounts.create",
@@ -314,7 +314,7 @@ def test_dry_run_shows_the_account_the_binding_and_no_external_ip(fake):
     opened = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                        instance="gcp:g2-standard-8", question=L4,
                       name="dry", dry_run=True,
-                       ssh_cidrs=["198.51.100.7/32"], providers={"gcp": gcp(fake)})
+                       ssh_cidrs=["198.51.100.7/32"], backends={"gcp": gcp(fake)})
     body = opened.requests[0]["calls"][-1]["body"]
     assert body["networkInterfaces"][0]["accessConfigs"] == [{"name": "External NAT",
                                                               "type": "ONE_TO_ONE_NAT"}]
@@ -326,7 +326,7 @@ def test_the_account_gets_one_role_on_exactly_its_secrets(fake, tmp_path):
     store = Store(tmp_path / "s.db")
     provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
               instance="gcp:g2-standard-8", question=L4,
-                      name="least", providers={"gcp": gcp(fake)},
+                      name="least", backends={"gcp": gcp(fake)},
               store=store)
     email = SA.format("least")
     assert members_by_secret(fake, email) == {"advisor-vllm-api-key": [ACCESSOR],
@@ -340,14 +340,14 @@ def test_the_account_gets_one_role_on_exactly_its_secrets(fake, tmp_path):
     # the same name again: found, nothing granted twice
     again = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                       instance="gcp:g2-standard-8", question=L4,
-                      name="least", providers={"gcp": gcp(fake)},
+                      name="least", backends={"gcp": gcp(fake)},
                       store=store)
     assert again.status == "exists"
     assert len([p for m, p, _ in fake.requests if p.endswith(":setIamPolicy")]) == 2
 
     # another region's clean-up leaves the account of an instance that still runs
     assert gcp(fake).terminate("least", "us-east4") == [] and email in fake.service_accounts
-    gone = down("least", providers={"gcp": gcp(fake)}, store=store)
+    gone = down("least", backends={"gcp": gcp(fake)}, store=store)
     assert f"service-account:{email}" in gone.removed and fake.service_accounts == {}
     assert members_by_secret(fake, email) == {}
     assert all(p["bindings"] == [OWNER] for p in fake.secrets.values())
@@ -357,7 +357,7 @@ def test_a_second_ensure_network_grants_nothing_twice(fake):
     spec = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", question=L4,
                       name="twice",
                      hf_token_ref="gcp-secret:advisor-hf-token", dry_run=True,
-                     providers={"gcp": Spec()}).requests[0]["spec"]
+                     backends={"gcp": Spec()}).requests[0]["spec"]
     p = gcp(fake)
     p.ensure_network(spec)
     p.ensure_network(spec)
@@ -380,7 +380,7 @@ def test_a_stale_etag_is_read_again_and_a_new_account_waited_for(fake, tmp_path)
     fake.unknown_account_for = 2  # IAM has not yet propagated the new account
     provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
               instance="gcp:g2-standard-8", question=L4,
-                      name="race", providers={"gcp": gcp(fake)},
+                      name="race", backends={"gcp": gcp(fake)},
               store=Store(tmp_path / "s.db"))
     bindings = fake.secrets["advisor-vllm-api-key"]["bindings"]
     assert {"role": "roles/secretmanager.viewer", "members": ["user:racer@example.com"]} in \
@@ -395,7 +395,7 @@ def test_a_missing_secret_stops_before_any_instance(fake, tmp_path):
     with pytest.raises(UserInputError, match="advisor-hf-token'? does not exist") as err:
         provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                   instance="gcp:g2-standard-8", question=L4,
-                      name="nosecret", providers={"gcp": gcp(fake)},
+                      name="nosecret", backends={"gcp": gcp(fake)},
                   store=Store(tmp_path / "s.db"))
     assert "gcloud secrets create advisor-hf-token" in (err.value.hint or "")
     assert inserts(fake) == [] and fake.service_accounts == {}  # cleaned up again
@@ -403,7 +403,7 @@ def test_a_missing_secret_stops_before_any_instance(fake, tmp_path):
     # ensure_network alone (no preflight) refuses at the grant, and the attempt cleans up
     spec = provision("llama-3-8b", 8192, instance="gcp:g2-standard-8", question=L4,
                      name="nosecret", hf_token_ref="gcp-secret:advisor-hf-token", dry_run=True,
-                     providers={"gcp": Spec()}).requests[0]["spec"]
+                     backends={"gcp": Spec()}).requests[0]["spec"]
     with pytest.raises(UserInputError, match="'advisor-hf-token' does not exist"):
         gcp(fake).ensure_network(spec)
 
@@ -413,12 +413,12 @@ def test_a_long_name_gets_a_valid_account_id_and_a_foreign_account_is_refused(fa
     assert len(name) == 40
     res = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:g2-standard-8", question=L4,
-                      name=name, providers={"gcp": gcp(fake)},
+                      name=name, backends={"gcp": gcp(fake)},
                     store=Store(tmp_path / "s.db"))
     [email] = fake.service_accounts
     account = email.split("@")[0]
     assert res.status == "launched" and len(account) <= 30 and account.startswith("advisor-")
-    down(name, providers={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
+    down(name, backends={"gcp": gcp(fake)}, store=Store(tmp_path / "s.db"))
     assert fake.service_accounts == {}
 
     email = SA.format("taken")
@@ -426,7 +426,7 @@ def test_a_long_name_gets_a_valid_account_id_and_a_foreign_account_is_refused(fa
     with pytest.raises(OperationError, match="advisor did not create"):
         provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                   instance="gcp:g2-standard-8", question=L4,
-                      name="taken", providers={"gcp": gcp(fake)},
+                      name="taken", backends={"gcp": gcp(fake)},
                   store=Store(tmp_path / "t.db"))
     assert len(inserts(fake)) == 1  # the first deployment's only
     assert email in fake.service_accounts  # not ours: left alone by the cleanup too
@@ -445,7 +445,7 @@ def test_network_option_reaches_instance_and_firewalls(fake, tmp_path):
     provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
               instance="gcp:g2-standard-8", question=L4,
                       name="netted", allow_cidrs=["203.0.113.0/24"],
-              providers={"gcp": gcp(fake)}, store=store, provider_options=opts)
+              backends={"gcp": gcp(fake)}, store=store, provider_options=opts)
     [(_, body)] = inserts(fake)
     assert body["networkInterfaces"][0]["network"] == "global/networks/ml-vpc"
     assert fake.firewalls["advisor-netted-vllm"]["network"] == "global/networks/ml-vpc"
@@ -453,7 +453,7 @@ def test_network_option_reaches_instance_and_firewalls(fake, tmp_path):
     dry = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:g2-standard-8", question=L4,
                       name="netted", dry_run=True,
-                    allow_cidrs=["203.0.113.0/24"], providers={"gcp": gcp(fake)},
+                    allow_cidrs=["203.0.113.0/24"], backends={"gcp": gcp(fake)},
                     provider_options=opts)
     assert [c["body"]["network"] for c in dry.requests[0]["calls"]
             if c["call"] == "compute.firewalls.insert"] == ["global/networks/ml-vpc"]
@@ -462,7 +462,7 @@ def test_network_option_reaches_instance_and_firewalls(fake, tmp_path):
     dry = provision("llama-3-8b", 8192, hf_token_ref="gcp-secret:advisor-hf-token",
                     instance="gcp:g2-standard-8", question=L4,
                       name="shared", dry_run=True,
-                    allow_cidrs=["203.0.113.0/24"], providers={"gcp": gcp(fake)},
+                    allow_cidrs=["203.0.113.0/24"], backends={"gcp": gcp(fake)},
                     provider_options=registry.provider_options({"--network": path}))
     calls = dry.requests[0]["calls"]
     assert [c["body"]["network"] for c in calls if c["call"] == "compute.firewalls.insert"] == [

@@ -88,7 +88,7 @@ def calls(fake: FakeCompute, start: int = 0) -> list[str]:
 def launch(fake: FakeCompute, store: Store, **kw: object) -> object:
     return provision("llama-3-8b", 8192, hf_token_ref=TOKEN, instance="gcp:g2-standard-8",
                      question=Question(batch=True), name="eg", regions=[REGION],
-                     providers={"gcp": gcp(fake)}, store=store, **kw)  # type: ignore[arg-type]
+                     backends={"gcp": gcp(fake)}, store=store, **kw)  # type: ignore[arg-type]
 
 
 def instance(fake: FakeCompute, zone: str, name: str = "eg") -> None:
@@ -132,7 +132,7 @@ def test_a_found_nat_is_used_and_never_removed(fake, tmp_path):
                    for m, p, _ in fake.requests)
     assert any("corp/corp-cfg, found on network 'default'" in w and "never removed" in w
                for w in res.warnings)
-    gone = down("eg", store=store, providers={"gcp": gcp(fake)})
+    gone = down("eg", store=store, backends={"gcp": gcp(fake)})
     assert not any(r.startswith("nat:") for r in gone.removed)
     assert list(fake.routers) == [(REGION, "corp")]
 
@@ -300,7 +300,7 @@ def test_down_with_the_state_lost_finds_the_nat_by_name(fake, tmp_path):
     fake.routers[(REGION, "corp-other-net")] = router(
         "corp-other-net", network=BASE + "projects/proj/global/networks/other")
     assert (REGION, "advisor-eg-nat") in fake.routers
-    res = down("eg", store=Store(tmp_path / "fresh.db"), providers={"gcp": gcp(fake)},
+    res = down("eg", store=Store(tmp_path / "fresh.db"), backends={"gcp": gcp(fake)},
                provider="gcp", all_regions=True)
     assert "nat:us-central1/advisor-eg-nat" in res.removed
     assert list(fake.routers) == [(REGION, "corp-other-net")]

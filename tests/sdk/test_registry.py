@@ -128,7 +128,7 @@ class Recorder:
 def test_failover_across_clouds_hands_each_cloud_its_own_key_reference():
     recs = {c: Recorder(c) for c in registry.CLOUDS}
     res = provision("qwen3-8b", 8192, api_key_ref="gcp-secret:team-key", dry_run=True,
-                    providers=recs, max_types=12, name="keys")
+                    backends=recs, max_types=12, name="keys")
     seen = {(r["provider"], r["key"]) for r in res.requests}
     providers = {p for p, _ in seen}
     assert {"aws", "gcp"} <= providers  # the top 12 span clouds

@@ -11,6 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from advisor.choices import KvCacheDtype, Objective, choices
+
+#: the help of the enum-like options, from their one declaration
+KV_CHOICES = choices(KvCacheDtype)
+OBJECTIVE_CHOICES = choices(Objective)
+
 if TYPE_CHECKING:  # the catalog (pydantic, yaml) loads when a command runs, not for --help
     from advisor.catalog import Catalog
 

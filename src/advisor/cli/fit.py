@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
+from advisor.choices import KvCacheDtype
 from advisor.cli import output as out
 from advisor.cli.common import (
+    KV_CHOICES,
     CatalogDirs,
     JsonFlag,
     ProbeFile,
@@ -33,7 +35,8 @@ def fit_cmd(
     gpu_memory_utilization: Annotated[float | None, typer.Option(
         help="Fraction of GPU memory vLLM may use, in (0, 1]; default: the release's.")] = None,
     dtype: Annotated[str, typer.Option(help="auto, bfloat16, float16 or float32.")] = "auto",
-    kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
+    kv_cache_dtype: Annotated[str, typer.Option(
+        help=f"vLLM's --kv-cache-dtype: {KV_CHOICES}.")] = "auto",
     quantization: Annotated[str | None, typer.Option(
         help="Override the config's quantization (fp8, awq, gptq, …).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(min=1)] = None,
@@ -55,7 +58,8 @@ def fit_cmd(
         model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
         quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-        dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
+        dtype=dtype, kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
+        max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, enforce_eager=enforce_eager)
     view = {**result.model_dump(), "model": spec.name, "gpu": cat.gpu(gpu).id,
             "gpu_memory_gib": round(result.budget_gib / (gpu_memory_utilization or 1), 4)

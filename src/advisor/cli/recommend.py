@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
+from advisor.choices import KvCacheDtype, Objective
 from advisor.cli import output as out
 from advisor.cli.common import (
+    KV_CHOICES,
+    OBJECTIVE_CHOICES,
     AllowSmallHost,
     Batch,
     CatalogDirs,
@@ -42,7 +45,8 @@ def perf_cmd(
         "--ctx", "--max-model-len", help="vLLM's max_model_len; default input + output.")]
     = None,
     gpu_memory_gib: Annotated[float | None, typer.Option(help="Total GPU memory, GiB.")] = None,
-    kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
+    kv_cache_dtype: Annotated[str, typer.Option(
+        help=f"vLLM's --kv-cache-dtype: {KV_CHOICES}.")] = "auto",
     quantization: Annotated[str | None, typer.Option(
         help="Override the config's quantization (fp8, awq, gptq, …).")] = None,
     cpu_offload_gb: Annotated[float, typer.Option(
@@ -61,7 +65,8 @@ def perf_cmd(
     est, fit = estimate(model, gpu, input_len=input_len, output_len=output_len,
                         concurrency=concurrency, tp=tp, max_model_len=max_model_len,
                         catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
-                        vllm_version=vllm_version, kv_cache_dtype=kv_cache_dtype,
+                        vllm_version=vllm_version,
+                        kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
                         quantization=quantization, cpu_offload_gb=cpu_offload_gb)
     if json:
         out.emit_json({**est.model_dump(), "fit": fit.model_dump()})
@@ -185,13 +190,14 @@ def recommend_cmd(
     utilisation: Annotated[float, typer.Option(
         help="Share of the in-target capacity used on average; $/1M is stated at it.")] = 1.0,
     objective: Annotated[str, typer.Option(
-        help="cost (the question's $ figure), latency or throughput.")] = "cost",
+        help=f"{OBJECTIVE_CHOICES} (cost: the question's $ figure).")] = "cost",
     provider: ProviderFilter = None,
     region: RegionFilter = None,
     gpu: GpuFilter = None,
     max_usd_per_hour: Annotated[float | None, typer.Option(help="Price ceiling, $/h.")] = None,
     spot: Annotated[bool, typer.Option(help="Rank by spot prices.")] = False,
-    kv_cache_dtype: Annotated[str, typer.Option(help="auto or fp8.")] = "auto",
+    kv_cache_dtype: Annotated[str, typer.Option(
+        help=f"vLLM's --kv-cache-dtype: {KV_CHOICES}.")] = "auto",
     cpu_offload_gb: Annotated[float, typer.Option(
         help="vLLM's --cpu-offload-gb: GiB of weights per GPU kept in host memory.")] = 0.0,
     allow_small_host: AllowSmallHost = False,
@@ -215,9 +221,9 @@ def recommend_cmd(
     recs, rejected = recommend(
         model, ctx, input_len=input_len, output_len=output_len, concurrency=concurrency,
         rps=rps, batch=batch, utilisation=utilisation,
-        objective=objective, providers=provider, regions=region, gpus=gpu,
+        objective=cast(Objective, objective), providers=provider, regions=region, gpus=gpu,
         max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
-        spot=spot, kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb,
+        spot=spot, kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype), cpu_offload_gb=cpu_offload_gb,
         allow_small_host=allow_small_host, vllm_version=vllm_version, catalog=cat,
         with_rejected=True, max_nodes=max_nodes)
     if not recs:

@@ -32,7 +32,7 @@ DEFAULT_TPOT_MS = 50.0
 DEFAULT_TTFT_MS = 2000.0
 HOURS_PER_MONTH = 730
 
-Question = Literal["cheapest-within-targets", "fleet-for-rps", "fleet-for-users", "batch"]
+QuestionKind = Literal["cheapest-within-targets", "fleet-for-rps", "fleet-for-users", "batch"]
 
 
 class Targets(BaseModel):
@@ -58,7 +58,7 @@ def targets(max_tpot_ms: float | None, max_ttft_ms: float | None, batch: bool) -
     return Targets(tpot_ms=tpot, ttft_ms=ttft, source="; ".join(parts))
 
 
-def question(rps: float | None, users: int | None, batch: bool) -> Question:
+def question(rps: float | None, users: int | None, batch: bool) -> QuestionKind:
     if rps is not None:
         return "fleet-for-rps"
     if users is not None:

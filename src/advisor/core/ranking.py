@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,13 +26,13 @@ from advisor.core.deploy import deployable
 from advisor.core.engine import EngineProfile
 from advisor.core.host import HostView
 from advisor.core.layouts import Plan, layouts, place_multi, tp_sizes
-from advisor.core.load import FleetSize, Question, Targets, question, size_fleet
+from advisor.core.load import FleetSize, QuestionKind, Targets, question, size_fleet
 from advisor.core.model import ModelSpec
 from advisor.core.perf import H2D_BYTES_S, PerfEstimate, Workload, estimate
+from advisor.core.question import KvCacheDtype, Objective
 from advisor.core.sizing import FitRequest, MemoryFit, fit, with_confidence
 from advisor.errors import UserInputError
 
-Objective = Literal["cost", "latency", "throughput"]
 OLD_CPU_CODENAMES = {"cascade lake", "rome", "skylake"}
 
 
@@ -66,7 +65,7 @@ class Request(BaseModel):
     #: share of the in-target capacity that is used on average: $/1M is stated at it
     utilisation: float = Field(default=1.0, gt=0, le=1)
     objective: Objective = "cost"
-    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    kv_cache_dtype: KvCacheDtype = "auto"
     #: vLLM's --cpu-offload-gb (GiB of weights per GPU held in host memory)
     cpu_offload_gib: float = Field(default=0.0, ge=0, le=4096)
     #: the targets as the user sees them (where they come from); the limits themselves are
@@ -74,7 +73,7 @@ class Request(BaseModel):
     targets: Targets | None = None
 
     @property
-    def question(self) -> Question:
+    def question(self) -> QuestionKind:
         return question(self.rps, self.concurrency, self.batch)
 
 
@@ -82,7 +81,7 @@ class Basis(BaseModel):
     """Which assumptions produced a recommendation's figures."""
 
     model_config = ConfigDict(frozen=True)
-    question: Question
+    question: QuestionKind
     targets: Targets
     #: how the sequences per replica were chosen
     concurrency_rule: str

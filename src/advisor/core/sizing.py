@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from advisor.core.confidence import Confidence, memory_confidence
 from advisor.core.engine import GIB, EngineProfile
 from advisor.core.model import DTYPE_BYTES, ModelSpec
+from advisor.core.question import KvCacheDtype
 from advisor.errors import UserInputError
 
 Dtype = Literal["auto", "bfloat16", "float16", "float32"]
-KvDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 
 class FitRequest(BaseModel):
@@ -31,7 +31,7 @@ class FitRequest(BaseModel):
     max_model_len: int | None = Field(default=None, gt=0)
     gpu_memory_utilization: float | None = None
     dtype: Dtype = "auto"
-    kv_cache_dtype: KvDtype = "auto"
+    kv_cache_dtype: KvCacheDtype = "auto"
     max_num_batched_tokens: int | None = Field(default=None, gt=0)
     max_num_seqs: int | None = Field(default=None, gt=0)
     entrypoint: Literal["server", "llm"] = "server"
