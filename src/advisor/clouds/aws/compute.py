@@ -19,6 +19,7 @@ run moto's server on 127.0.0.1 that way.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,8 @@ from advisor.state import InstanceRow, ResourceRow
 
 class AwsProvider:
     name = "aws"
+    #: a region is its own boto3 client: a sweep may ask several at once (provisioning.down)
+    regions_in_parallel = True
 
     def __init__(self, session: Any = None, sleep: Callable[[float], None] = time.sleep,
                  waiter_delay: int = 5, **_: Any) -> None:
@@ -60,22 +63,31 @@ class AwsProvider:
         self.sleep = sleep
         self.waiter_delay = waiter_delay
         self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
         #: (region, --image or None) -> the image resolved by the preflight, reused by launch
         self._images: dict[tuple[str, str | None], dict[str, Any]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def _client(self, service: str, region: str) -> Any:
         key = (service, region)
+        with self._clients_lock:  # down asks regions from several threads (a session is not
+            return self._make_client(key)  # thread-safe; a made client is)
+
+    def _make_client(self, key: tuple[str, str]) -> Any:
+        service, region = key
+        if service == "iam":  # one global endpoint: one client, whichever region asks
+            key = ("iam", "")
         if key not in self._clients:
             boto3 = _boto3()
             from botocore.config import Config
 
             from advisor._version import __version__
 
-            session = self._session or boto3.session.Session()
+            if self._session is None:  # one session: its loader reads each service model once
+                self._session = boto3.session.Session()  # (a new one per client: ~50 ms each)
             cfg = Config(retries={"mode": "standard", "max_attempts": 3},
                          user_agent_extra=f"advisor/{__version__}")
-            self._clients[key] = session.client(service, region_name=region, config=cfg)
+            self._clients[key] = self._session.client(service, region_name=region, config=cfg)
         return self._clients[key]
 
     def _call(self, client: Any, op: str, **kw: Any) -> Any:
