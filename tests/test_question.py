@@ -229,7 +229,7 @@ def test_a_named_instance_below_the_floor_or_the_targets_is_refused_with_the_way
 
 @pytest.mark.parametrize("args,says", [
     (["--rps", "inf"], "--rps must be a finite number"),
-    (["--rps", "0"], "--rps must be above 0"),
+    (["--rps", "0"], "--rps must be positive"),
     (["--utilisation", "1.5"], "--utilisation must be at most 1"),
     (["--cpu-offload-gb", "-1"], "--cpu-offload-gb must be at least 0"),
     (["--max-tpot-ms", "nan"], "--max-tpot-ms must be a finite number"),

@@ -157,8 +157,9 @@ def finite(name: str, value: float | None, *, low: float | None = 0.0,
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise UserInputError(f"{name} must be a finite number, not {value!r}", hint=hint)
     if low is not None and (value <= low if strict_low else value < low):
-        raise UserInputError(f"{name} must be {'above' if strict_low else 'at least'} "
-                             f"{low:g}, not {value:g}", hint=hint)
+        need = ("positive" if strict_low and low == 0 else
+                f"{'above' if strict_low else 'at least'} {low:g}")
+        raise UserInputError(f"{name} must be {need}, not {value:g}", hint=hint)
     if high is not None and value > high:
         raise UserInputError(f"{name} must be at most {high:g}, not {value:g}", hint=hint)
 
