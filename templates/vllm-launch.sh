@@ -112,47 +112,23 @@ fi
 
 key_ref="${ADVISOR_API_KEY_REF:-}"
 token_ref="${ADVISOR_HF_TOKEN_REF:-}"
-imds_aws() {  # IMDSv2: a session token first (advisor's instances require it)
-  local t
-  t="$(curl -fsS -m 5 -X PUT http://169.254.169.254/latest/api/token \
-        -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')"
-  curl -fsS -m 5 -H "X-aws-ec2-metadata-token: $t" "http://169.254.169.254/latest/meta-data/$1"
-}
-json_field() {  # the string at a dotted path of the JSON on stdin
-  python3 -c 'import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1].split("."):
-    v = v[k]
-sys.stdout.write(v)' "$1"
-}
-# Each secret store is read the way its instance can without extra tools: the region from
-# IMDSv2 on AWS (the aws CLI is on the DLAMI), the metadata server's token and the REST API on
-# GCP and Azure (curl and python3 are on every image; no gcloud or az CLI needed).
+# Each secret store is read the way its instance can without extra tools; the store of the
+# instance's cloud comes from that cloud's folder (src/advisor/clouds/<cloud>/secret_fetch.sh),
+# put in at the line below when advisor renders for the cloud: a fetch_cloud_secret function
+# and what it needs. A launcher rendered for a host you have (or this template as it is) reads
+# file: references only.
+# @advisor-cloud-secret-fetch@
 fetch_secret() {
-  local ref="$1" name tok project
+  local ref="$1"
   case "$ref" in
-    aws-ssm:*) aws ssm get-parameter --region "$(imds_aws placement/region)" --with-decryption \
-                 --name "${ref#aws-ssm:}" --query Parameter.Value --output text ;;
-    gcp-secret:*)
-      name="${ref#gcp-secret:}"
-      tok="$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
-        http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token \
-        | json_field access_token)"
-      project="$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
-        http://metadata.google.internal/computeMetadata/v1/project/project-id)"
-      curl -fsS -m 30 -H "Authorization: Bearer $tok" \
-        "https://secretmanager.googleapis.com/v1/projects/$project/secrets/$name/versions/latest:access" \
-        | json_field payload.data | base64 -d ;;
-    azure-kv:*)
-      name="${ref#azure-kv:}"
-      tok="$(curl -fsS -m 10 -H 'Metadata: true' \
-        'http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net' \
-        | json_field access_token)"
-      curl -fsS -m 30 -H "Authorization: Bearer $tok" \
-        "https://${name%%/*}.vault.azure.net/secrets/${name#*/}?api-version=7.4" \
-        | json_field value ;;
     file:*) cat "${ref#file:}" ;;
-    *) log "secret reference '$ref' names no known secret store"; return 1 ;;
+    *)
+      if declare -F fetch_cloud_secret >/dev/null; then
+        fetch_cloud_secret "$ref"
+      else
+        log "secret reference '$ref' names no secret store this launcher reads (file: only)"
+        return 1
+      fi ;;
   esac
 }
 # A secret that comes back empty stops the replica: vLLM only enforces a non-empty key, so an

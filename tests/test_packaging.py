@@ -27,6 +27,10 @@ def test_wheel_holds_every_catalog_file_and_template(wheel):
         if path.is_file():
             rel = path.relative_to(ROOT)
             assert f"advisor/_data/{rel.as_posix()}" in names, rel
+    # each cloud's boot-time secret reader, which the rendered launcher carries
+    for sh in sorted((ROOT / "src/advisor/clouds").glob("*/secret_fetch.sh")):
+        assert sh.relative_to(ROOT / "src").as_posix() in names, sh
+    assert len(list((ROOT / "src/advisor/clouds").glob("*/secret_fetch.sh"))) == 3
 
 
 def test_unpacked_wheel_loads_its_own_catalog(wheel, tmp_path):

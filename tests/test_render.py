@@ -14,6 +14,7 @@ import yaml
 
 import advisor
 from advisor import UserInputError
+from advisor.clouds.registry import CLOUDS, with_secret_fetch
 from advisor.core.layouts import place
 from advisor.render.cloudinit import (
     RenderRequest,
@@ -100,10 +101,20 @@ def test_scripts_pass_shellcheck(tmp_path):
     stripped = []
     for s in SCRIPTS:
         text = files[f"/opt/advisor/bin/{s}"]
-        assert text == strip_comments((templates_dir() / s).read_text())
+        template = (templates_dir() / s).read_text()
+        if s == "vllm-launch.sh":  # with the instance's cloud's secret reader put in
+            template = with_secret_fetch(template, ND.provider)
+        assert text == strip_comments(template)
         assert text.startswith("#!/usr/bin/env bash\n") and "\n#" not in text
         (tmp_path / s).write_text(text)
         stripped.append(str(tmp_path / s))
+    # every cloud's launcher as rendered, whole and stripped
+    for cloud in CLOUDS:
+        whole = with_secret_fetch((templates_dir() / "vllm-launch.sh").read_text(), cloud)
+        for name, text in ((f"launch-{cloud}.sh", whole),
+                           (f"launch-{cloud}-stripped.sh", strip_comments(whole))):
+            (tmp_path / name).write_text(text)
+            stripped.append(str(tmp_path / name))
     r = subprocess.run([exe, *stripped], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout
 

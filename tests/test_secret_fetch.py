@@ -1,7 +1,8 @@
 """The launcher reads each cloud's secret store the way an instance of that cloud can: AWS with
 the region from IMDSv2, GCP and Azure through their metadata servers' tokens and the stores'
 REST APIs (no gcloud or az CLI on the image). curl and aws are stand-ins on PATH that answer
-like the metadata servers and stores do; the launcher itself is the shipped script."""
+like the metadata servers and stores do; the launcher is the shipped script as advisor renders
+it for that cloud (the template with clouds/<cloud>/secret_fetch.sh put in)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 
 import pytest
 
+from advisor.clouds.registry import with_secret_fetch
 from advisor.render.cloudinit import templates_dir
 from tests.test_topology import make_sysfs
 
@@ -44,11 +46,18 @@ printf '%s' "$VLLM_API_KEY" > "$OUT"
 """
 
 
-@pytest.mark.parametrize("ref, expected", [
-    ("aws-ssm:/team/KEYNAME", "aws-secret"),
-    ("gcp-secret:KEYNAME", "gcp-secret-value"),
-    ("azure-kv:vault1/KEYNAME", "azure-secret"),
-])
+REFS = [("aws-ssm:/team/KEYNAME", "aws-secret"), ("gcp-secret:KEYNAME", "gcp-secret-value"),
+        ("azure-kv:vault1/KEYNAME", "azure-secret")]
+
+
+def _launcher(tmp_path, cloud: str | None):
+    text = (templates_dir() / "vllm-launch.sh").read_text()
+    path = tmp_path / f"launch-{cloud or 'local'}.sh"
+    path.write_text(with_secret_fetch(text, cloud) if cloud else text)
+    return path
+
+
+@pytest.mark.parametrize("ref, expected", REFS)
 def test_launcher_reads_each_cloud_store_without_its_cli(tmp_path, ref, expected):
     if shutil.which("numactl") is None:
         pytest.skip("numactl is not installed here (.ci/run installs it)")
@@ -66,10 +75,16 @@ def test_launcher_reads_each_cloud_store_without_its_cli(tmp_path, ref, expected
            "ADVISOR_TP": "1", "ADVISOR_MAX_MODEL_LEN": "4096", "ADVISOR_GPU_MEM_UTIL": "0.9",
            "ADVISOR_API_KEY_REF": ref, "ADVISOR_VENV": str(venv),
            "ADVISOR_SYSFS_ROOT": str(sysfs), "ADVISOR_BUS_IDS": "00000000:18:00.0"}
-    r = subprocess.run(["bash", str(templates_dir() / "vllm-launch.sh")], env=env,
+    cloud = {"aws-ssm": "aws", "gcp-secret": "gcp", "azure-kv": "azure"}[ref.split(":")[0]]
+    r = subprocess.run(["bash", str(_launcher(tmp_path, cloud))], env=env,
                        capture_output=True, text=True, timeout=30, check=False)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "key").read_text() == expected
+    # another cloud's launcher does not read this store: each carries its own cloud's reader
+    other = {"aws": "gcp", "gcp": "azure", "azure": "aws"}[cloud]
+    r2 = subprocess.run(["bash", str(_launcher(tmp_path, other))], env=env,
+                        capture_output=True, text=True, timeout=30, check=False)
+    assert r2.returncode == 1 and "not starting" in r2.stderr
     calls = (tmp_path / "calls.log").read_text()
     if ref.startswith("aws-ssm:"):  # IMDSv2: a PUT for the session token, then the region
         assert "-X PUT http://169.254.169.254/latest/api/token" in calls
@@ -88,3 +103,17 @@ def test_an_unreadable_secret_stops_the_launcher(tmp_path):
                        capture_output=True, text=True, timeout=30, check=False)
     assert r.returncode == 1
     assert f"the API key: could not read file:{tmp_path}/missing; not starting" in r.stderr
+
+
+def test_each_cloud_renders_only_its_own_reader():
+    """The rendered launcher of each cloud carries that cloud's store and no other's; a host you
+    have (and the template as it is) reads file: references only."""
+    stores = {"aws": "ssm get-parameter", "gcp": "secretmanager.googleapis.com",
+              "azure": "vault.azure.net"}
+    template = (templates_dir() / "vllm-launch.sh").read_text()
+    assert not any(s in template for s in stores.values())
+    for cloud, store in stores.items():
+        text = with_secret_fetch(template, cloud)
+        assert store in text and "fetch_cloud_secret()" in text
+        assert not any(s in text for c, s in stores.items() if c != cloud)
+    assert with_secret_fetch(template, "onprem") == template

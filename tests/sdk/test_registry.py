@@ -73,6 +73,7 @@ def test_the_scan_would_see_a_cloud_name(tmp_path):
 def test_every_cloud_has_the_same_rooms(cloud):
     folder = SRC / "clouds" / cloud
     assert {p.name for p in folder.glob("*.py")} == ROOMS
+    assert (folder / "secret_fetch.sh").is_file()  # its instances' secret reader (the launcher)
     info = registry.info(cloud)
     assert info.name == cloud and info.backend.startswith(f"advisor.clouds.{cloud}.compute:")
     assert info.key_scheme.matches(info.key_scheme.example)

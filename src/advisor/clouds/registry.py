@@ -163,3 +163,22 @@ def user_data_payload(provider: str, text: str) -> bytes:
         return text.encode()
     return info(provider).user_data_payload(text)
 
+
+#: the line of templates/vllm-launch.sh that a cloud's secret fetch replaces
+SECRET_FETCH_MARKER = "# @advisor-cloud-secret-fetch@"
+
+
+def with_secret_fetch(launcher: str, provider: str) -> str:
+    """The launcher with ``provider``'s secret-store reader (``clouds/<provider>/
+    secret_fetch.sh``: a ``fetch_cloud_secret`` function and its helpers) put in at its marker
+    line; for a provider advisor does not launch on, the launcher as it is (``file:`` only)."""
+    if provider not in CLOUDS:
+        return launcher
+    from pathlib import Path
+
+    module = importlib.import_module(f"advisor.clouds.{provider}")
+    script = (Path(str(module.__file__)).parent / "secret_fetch.sh").read_text(encoding="utf-8")
+    lines = launcher.split("\n")
+    if lines.count(SECRET_FETCH_MARKER) != 1:
+        raise RuntimeError("the launcher template has lost its secret-fetch marker line")
+    return launcher.replace(SECRET_FETCH_MARKER, script.rstrip("\n"))

@@ -190,11 +190,15 @@ def render(inst: InstanceType, plan: Plan, req: RenderRequest,
     if plan.pp != 1 and plan.nodes == 1:
         raise UserInputError("rendering pipeline-parallel layouts inside one instance is not "
                              "supported yet", hint="pick a TP-only layout (--tp)")
+    from advisor.clouds.registry import with_secret_fetch
+
     tdir = templates_dir()
-    launcher = (tdir / "vllm-launch.sh").read_text()
+    # the instance's cloud brings its own secret-store reader (clouds/<cloud>/secret_fetch.sh)
+    launcher = with_secret_fetch((tdir / "vllm-launch.sh").read_text(), inst.provider)
     health = (tdir / "vllm-health.sh").read_text()
     service = unit(start_timeout_s=req.start_timeout_s)
-    scripts = {name: strip_comments((tdir / name).read_text())
+    scripts = {name: strip_comments(launcher if name == "vllm-launch.sh"
+                                    else (tdir / name).read_text())
                for name in ("vllm-launch.sh", "vllm-health.sh", "vllm-report.sh",
                             "advisor-install.sh")}
     from advisor.core.engine import profile
