@@ -117,6 +117,15 @@ token_ref="${ADVISOR_HF_TOKEN_REF:-}"
 # put in at the line below when advisor renders for the cloud: a fetch_cloud_secret function
 # and what it needs. A launcher rendered for a host you have (or this template as it is) reads
 # file: references only.
+# json_field: the string at a dotted path of the JSON on stdin, for the readers that get JSON
+# from a metadata server or a store's REST API (python3 is on every image)
+json_field() {
+  python3 -c 'import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1].split("."):
+    v = v[k]
+sys.stdout.write(v)' "$1"
+}
 # @advisor-cloud-secret-fetch@
 fetch_secret() {
   local ref="$1"

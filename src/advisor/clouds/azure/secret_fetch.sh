@@ -1,12 +1,5 @@
 # Azure: Key Vault's REST API with the instance metadata service's token for the VM's managed
 # identity (no az CLI on the image; curl and python3 are).
-json_field() {  # the string at a dotted path of the JSON on stdin
-  python3 -c 'import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1].split("."):
-    v = v[k]
-sys.stdout.write(v)' "$1"
-}
 fetch_cloud_secret() {
   local ref="$1" name tok
   case "$ref" in

@@ -1,12 +1,5 @@
 # GCP: Secret Manager's REST API with the metadata server's token for the instance's own
 # service account (no gcloud on the image; curl and python3 are).
-json_field() {  # the string at a dotted path of the JSON on stdin
-  python3 -c 'import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1].split("."):
-    v = v[k]
-sys.stdout.write(v)' "$1"
-}
 fetch_cloud_secret() {
   local ref="$1" name tok project
   case "$ref" in
