@@ -312,6 +312,7 @@ def default_lengths(ctx: int, input_len: int | None, output_len: int | None) -> 
 def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               output_len: int | None = ..., concurrency: int | None = ...,
               rps: float | None = ..., batch: bool = ..., utilisation: float = ...,
+              spare: int = ...,
               objective: Objective = ..., providers: list[str] | None = ...,
               regions: list[str] | None = ..., gpus: list[str] | None = ...,
               max_usd_per_hour: float | None = ..., max_tpot_ms: float | None = ...,
@@ -327,6 +328,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
 def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               output_len: int | None = ..., concurrency: int | None = ...,
               rps: float | None = ..., batch: bool = ..., utilisation: float = ...,
+              spare: int = ...,
               objective: Objective = ..., providers: list[str] | None = ...,
               regions: list[str] | None = ..., gpus: list[str] | None = ...,
               max_usd_per_hour: float | None = ..., max_tpot_ms: float | None = ...,
@@ -342,6 +344,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
 def recommend(model: str, ctx: int, *, input_len: int | None = None,
               output_len: int | None = None, concurrency: int | None = None,
               rps: float | None = None, batch: bool = False, utilisation: float = 1.0,
+              spare: int = 0,
               objective: Objective = "cost", providers: list[str] | None = None,
               regions: list[str] | None = None, gpus: list[str] | None = None,
               max_usd_per_hour: float | None = None, max_tpot_ms: float | None = None,
@@ -374,6 +377,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
                              hint="--rps: requests per second; --concurrency: users in flight")
     q = Question(model=model, ctx=ctx, input_len=input_len, output_len=output_len,
                  concurrency=concurrency, rps=rps, batch=batch, utilisation=utilisation,
+                 spare=spare,
                  objective=objective, providers=providers, regions=regions, gpus=gpus,
                  instances=instances, max_usd_per_hour=max_usd_per_hour,
                  max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, spot=spot,
@@ -417,7 +421,7 @@ def ask(question: Question, *, catalog: Catalog | None = None, top: int | None =
     i, o = default_lengths(q.ctx, q.input_len, q.output_len)
     tg = targets(q.max_tpot_ms, q.max_ttft_ms, q.batch)
     req = Request(ctx=q.ctx, input_len=i, output_len=o, concurrency=q.concurrency, rps=q.rps,
-                  batch=q.batch, utilisation=q.utilisation, objective=q.objective,
+                  batch=q.batch, utilisation=q.utilisation, spare=q.spare, objective=q.objective,
                   kv_cache_dtype=q.kv_cache_dtype, cpu_offload_gib=q.cpu_offload_gb,
                   targets=tg)
     cons = Constraints(providers=q.providers or [], regions=q.regions or [], gpus=q.gpus or [],
@@ -438,6 +442,7 @@ def ask(question: Question, *, catalog: Catalog | None = None, top: int | None =
 @overload
 def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           output_len: int | None = ..., max_instances: int = ...,
+          utilisation: float = ..., spare: int = ...,
           max_tpot_ms: float | None = ..., max_ttft_ms: float | None = ...,
           providers: list[str] | None = ..., regions: list[str] | None = ...,
           gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
@@ -449,6 +454,7 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
 @overload
 def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           output_len: int | None = ..., max_instances: int = ...,
+          utilisation: float = ..., spare: int = ...,
           max_tpot_ms: float | None = ..., max_ttft_ms: float | None = ...,
           providers: list[str] | None = ..., regions: list[str] | None = ...,
           gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
@@ -460,6 +466,7 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
 @boundary
 def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
           output_len: int | None = None, max_instances: int = 64,
+          utilisation: float = 1.0, spare: int = 0,
           max_tpot_ms: float | None = None, max_ttft_ms: float | None = None,
           providers: list[str] | None = None, regions: list[str] | None = None,
           gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: KvCacheDtype = "auto",
@@ -470,7 +477,10 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
     """Fleets that carry ``rps`` requests per second within the latency targets (those of
     :func:`recommend`: TPOT <= 50 ms and TTFT <= 2 s unless given, none with ``batch``), cheapest
     monthly bill first (:class:`~advisor.core.fleets.FleetOption`). Raises UserInputError,
-    naming the closest misses, when no fleet of at most ``max_instances`` instances can."""
+    naming the closest misses, when no fleet of at most ``max_instances`` instances can.
+    ``utilisation`` U sizes each fleet to load its replicas to at most U of what they carry
+    within the targets (capacity >= rps / U); ``spare`` adds replicas beyond the load (N +
+    spare). Defaults: 1.0 and 0, no headroom."""
     from advisor.core.fleets import explain_no_fleet, plan_fleet
 
     finite("--rps", rps, high=1e6)
@@ -478,12 +488,13 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
         raise UserInputError(f"--max-instances must be 1-10000, not {max_instances}",
                              hint="a fleet is at most 10000 instances")
     recs = recommend(model, ctx, input_len=input_len, output_len=output_len, rps=rps,
+                     utilisation=utilisation, spare=spare,
                      providers=providers, regions=regions, gpus=gpus, spot=spot,
                      max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
                      allow_small_host=allow_small_host,
                      kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=catalog,
                      max_nodes=max_nodes)
-    options, misses = plan_fleet(recs, rps, max_instances)
+    options, misses = plan_fleet(recs, rps, max_instances, utilisation, spare)
     if not options and not with_misses:
         raise explain_no_fleet(misses, rps, max_instances)
     return (options, misses) if with_misses else options

@@ -158,3 +158,18 @@ def one_gpu(cat: Catalog, name: str, probe: Path | None = None,
     out.progress(f"note: --gpu {name} matches {', '.join(ids)}; using {pick}, the "
                  "smallest (name one to choose)")
     return pick
+
+
+#: a fleet's headroom, shared by recommend (with a load) and plan
+Utilisation = Annotated[float, typer.Option(
+    help="Share of the in-target capacity used: $/1M is stated at it, and a fleet for a load "
+    "loads each replica to at most this share (capacity >= load / U). Default 1: no headroom.")]
+Spare = Annotated[int, typer.Option(
+    help="Replicas a fleet keeps beyond the load, for failures (N + spare).", min=0, max=1000)]
+
+
+def sizing_note(utilisation: float, spare: int) -> str:
+    """How a fleet was sized, in the caption's words."""
+    head = (f"sized to load each replica to at most {utilisation:.0%} of what it carries within "
+            "the targets" if utilisation < 1 else "sized with no headroom (--utilisation 1)")
+    return head + (f", plus {spare} spare replica(s)" if spare else "")

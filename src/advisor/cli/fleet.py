@@ -17,7 +17,10 @@ from advisor.cli.common import (
     MaxTtft,
     ProviderFilter,
     RegionFilter,
+    Spare,
+    Utilisation,
     catalog_from,
+    sizing_note,
 )
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
@@ -37,6 +40,8 @@ def plan_cmd(
     allow_small_host: AllowSmallHost = False,
     max_instances: Annotated[int, typer.Option(help="The largest fleet to consider.", min=1)]
     = 64,
+    utilisation: Utilisation = 1.0,
+    spare: Spare = 0,
     provider: ProviderFilter = None,
     region: RegionFilter = None,
     gpu: GpuFilter = None,
@@ -56,7 +61,8 @@ def plan_cmd(
                     max_instances=max_instances, max_tpot_ms=max_tpot_ms,
                     max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
                     spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
-                    max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host)
+                    max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host,
+                    utilisation=utilisation, spare=spare)
     picks = options[:top]
     if json:
         out.emit_json([o.model_dump() for o in picks])
@@ -76,7 +82,8 @@ def plan_cmd(
               title=f"{model}, ctx {ctx}, {i} in / {o} out, {rps:g} req/s",
               caption=f"{len(options)} fleets of at most {max_instances} instances, cheapest "
               "first; rps/rep: req/s one replica carries; inst: instances; spare: capacity "
-              "over the rate; 730 h/month" + ("; Nn: one replica over N instances" if any(
+              "over the rate; 730 h/month; " + sizing_note(utilisation, spare)
+              + ("; Nn: one replica over N instances" if any(
                   p.plan.nodes > 1 for p in picks) else ""))
 
 

@@ -21,10 +21,13 @@ from advisor.cli.common import (
     ProbeFile,
     ProviderFilter,
     RegionFilter,
+    Spare,
     SysfsRoot,
+    Utilisation,
     catalog_from,
     local_gpus,
     one_gpu,
+    sizing_note,
 )
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
 
@@ -151,7 +154,8 @@ def _fleet_row(r: Any) -> list[str]:
             _NUMA.get(r.numa.alignment, r.numa.alignment), _conf(r)]
 
 
-def ranking_note(objective: str, question: str, utilisation: float, spot: bool) -> str:
+def ranking_note(objective: str, question: str, utilisation: float, spot: bool,
+                 spare: int = 0) -> str:
     """The footer: what the order means and what $/1M assumes, in the question's own terms."""
     if objective == "latency":
         key = "TPOT, lowest first"
@@ -162,7 +166,8 @@ def ranking_note(objective: str, question: str, utilisation: float, spot: bool) 
                "batch": "$/1M output tokens at saturation, lowest first"}.get(
             question, "monthly bill, lowest first")
     if question.startswith("fleet"):
-        at = "$/1M at the stated load; per rep: load one replica carries; 730 h/month"
+        at = ("$/1M at the stated load; per rep: load one replica carries; 730 h/month; "
+              + sizing_note(utilisation, spare))
     else:
         at = (f"$/1M at {utilisation:.0%} of the throughput at 'conc' sequences per replica "
               "(the most that meet the targets)" if question != "batch" else
@@ -187,8 +192,8 @@ def recommend_cmd(
     max_tpot_ms: MaxTpot = None,
     max_ttft_ms: MaxTtft = None,
     batch: Batch = False,
-    utilisation: Annotated[float, typer.Option(
-        help="Share of the in-target capacity used on average; $/1M is stated at it.")] = 1.0,
+    utilisation: Utilisation = 1.0,
+    spare: Spare = 0,
     objective: Annotated[str, typer.Option(
         help=f"{OBJECTIVE_CHOICES} (cost: the question's $ figure).")] = "cost",
     provider: ProviderFilter = None,
@@ -220,7 +225,7 @@ def recommend_cmd(
     gpu = local_gpus(cat, gpu, probe, sysfs_root)
     recs, rejected = recommend(
         model, ctx, input_len=input_len, output_len=output_len, concurrency=concurrency,
-        rps=rps, batch=batch, utilisation=utilisation,
+        rps=rps, batch=batch, utilisation=utilisation, spare=spare,
         objective=cast(Objective, objective), providers=provider, regions=region, gpus=gpu,
         max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
         spot=spot, kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype), cpu_offload_gb=cpu_offload_gb,
@@ -247,7 +252,7 @@ def recommend_cmd(
             f", {concurrency} users" if concurrency is not None else "")
     title = (f"{model}, ctx {ctx}, {i} in / {o} out{load}; targets: {basis.targets.source}")
     caption = (f"{len(recs)} of {len(recs) + len(rejected)} instance types can serve it; "
-               + ranking_note(objective, basis.question, utilisation, spot)
+               + ranking_note(objective, basis.question, utilisation, spot, spare)
                + ("; Nn: one replica over N instances" if any(
                    r.plan.nodes > 1 for r in picks) else "")
                + (f";{NOT_DEPLOYABLE}: not deployable by advisor (CUDA vLLM only), ranked after "

@@ -40,6 +40,10 @@ class FleetOption(BaseModel):
     instances: int
     capacity_rps: float
     headroom: float
+    #: what the fleet was sized for: at most this share of each replica's in-target load,
+    #: and this many replicas beyond the load
+    utilisation: float = 1.0
+    spare: int = 0
     usd_per_hour_total: float
     usd_per_month: float
     tpot_ms: float
@@ -56,15 +60,17 @@ class FleetMiss(BaseModel):
     instances_needed: int | None = None
 
 
-def size(rec: Recommendation, rps: float) -> FleetOption:
+def size(rec: Recommendation, rps: float, utilisation: float = 1.0,
+         spare: int = 0) -> FleetOption:
     if rec.perf.requests_per_s <= 0:
         raise UserInputError(f"{rec.provider}:{rec.instance} serves no requests at this load")
     fs = rec.fleet  # the ranking sized it already when it was asked for this rate
-    if fs is None or fs.load != "rps" or fs.demand != rps:
+    if (fs is None or fs.load != "rps" or fs.demand != rps or fs.utilisation != utilisation
+            or fs.spare != spare):
         fs = size_fleet(rps=rps, users=None, rps_per_replica=rec.perf.requests_per_s,
                         users_per_replica=rec.perf.concurrency,
                         replicas_per_instance=rec.plan.replicas, nodes=rec.plan.nodes,
-                        usd_per_hour=rec.usd_per_hour)
+                        usd_per_hour=rec.usd_per_hour, utilisation=utilisation, spare=spare)
     nodes = rec.plan.nodes
     return FleetOption(
         provider=rec.provider, instance=rec.instance, region=rec.region,
@@ -73,13 +79,15 @@ def size(rec: Recommendation, rps: float) -> FleetOption:
         replicas_per_instance=0 if nodes > 1 else rec.plan.replicas,
         concurrency_per_replica=rec.perf.concurrency,
         rps_per_replica=rec.perf.requests_per_s, replicas=fs.replicas, instances=fs.instances,
-        capacity_rps=fs.capacity, headroom=fs.headroom,
+        capacity_rps=fs.capacity, headroom=fs.headroom, utilisation=fs.utilisation,
+        spare=fs.spare,
         usd_per_hour_total=fs.usd_per_hour_total, usd_per_month=fs.usd_per_month,
         tpot_ms=rec.perf.tpot_ms, ttft_ms=rec.perf.ttft_ms, numa=rec.numa.alignment,
         risks=list(rec.risks))
 
 
-def plan_fleet(recs: list[Recommendation], rps: float, max_instances: int
+def plan_fleet(recs: list[Recommendation], rps: float, max_instances: int,
+               utilisation: float = 1.0, spare: int = 0
                ) -> tuple[list[FleetOption], list[FleetMiss]]:
     """Every offer sized for ``rps``, cheapest monthly bill first, and the ones that need more
     than ``max_instances`` or that advisor cannot deploy (:mod:`advisor.core.deploy`)."""
@@ -93,7 +101,7 @@ def plan_fleet(recs: list[Recommendation], rps: float, max_instances: int
                                     reason=f"not deployable by advisor: "
                                     f"{rec.not_deployable_reason}"))
             continue
-        opt = size(rec, rps)
+        opt = size(rec, rps, utilisation, spare)
         if opt.instances > max_instances:
             misses.append(FleetMiss(provider=rec.provider, instance=rec.instance,
                                     instances_needed=opt.instances,

@@ -82,13 +82,21 @@ class FleetSize(BaseModel):
     headroom: float
     usd_per_hour_total: float
     usd_per_month: float
+    #: the share of each replica's in-target load the fleet was sized to use (1: none spare)
+    utilisation: float = 1.0
+    #: replicas added beyond the load, for failures (N + spare)
+    spare: int = 0
 
 
 def size_fleet(*, rps: float | None, users: int | None, rps_per_replica: float,
                users_per_replica: int, replicas_per_instance: int, nodes: int,
-               usd_per_hour: float) -> FleetSize:
+               usd_per_hour: float, utilisation: float = 1.0, spare: int = 0) -> FleetSize:
     """Replicas for the load (rounded up), packed into whole instances: ``replicas_per_instance``
-    to an instance, or ``nodes`` instances each for a replica that spans several."""
+    to an instance, or ``nodes`` instances each for a replica that spans several.
+
+    ``utilisation`` U: each replica is loaded to at most U of what it carries within the
+    targets, so the fleet's capacity is at least demand / U; ``spare`` replicas come on top
+    (N + spare, for a replica lost to a failure or a deploy)."""
     if rps is not None:
         load: Literal["rps", "users"] = "rps"
         demand, per = float(rps), rps_per_replica
@@ -98,7 +106,9 @@ def size_fleet(*, rps: float | None, users: int | None, rps_per_replica: float,
         raise ValueError("size_fleet needs rps or users")
     if per <= 0:
         raise ValueError("a replica that carries no load cannot be sized")
-    replicas = max(1, math.ceil(demand / per - 1e-9))
+    if not 0 < utilisation <= 1 or spare < 0:
+        raise ValueError("utilisation must be in (0, 1] and spare at least 0")
+    replicas = max(1, math.ceil(demand / (per * utilisation) - 1e-9)) + spare
     if nodes > 1:
         instances = replicas * nodes
     else:
@@ -110,4 +120,5 @@ def size_fleet(*, rps: float | None, users: int | None, rps_per_replica: float,
                      instances=instances, capacity=round(capacity, 4),
                      headroom=round(capacity / demand - 1, 4),
                      usd_per_hour_total=round(total, 4),
-                     usd_per_month=round(total * HOURS_PER_MONTH, 2))
+                     usd_per_month=round(total * HOURS_PER_MONTH, 2),
+                     utilisation=utilisation, spare=spare)

@@ -61,5 +61,7 @@ class Question(BaseModel):
     allow_small_host: bool = False
     #: the vLLM release to model (default: the one advisor pins)
     vllm_version: str | None = Field(default=None, min_length=1, max_length=64)
+    #: replicas a fleet keeps beyond the load, for failures (N + spare)
+    spare: int = Field(default=0, ge=0, le=1000)
     #: the most identical instances one replica may span (PP across them)
     max_nodes: int = Field(default=4, ge=1, le=64)

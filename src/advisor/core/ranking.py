@@ -62,8 +62,11 @@ class Request(BaseModel):
     rps: float | None = Field(default=None, gt=0, le=1e6)
     #: no latency targets by default; saturated $/1M economics
     batch: bool = False
-    #: share of the in-target capacity that is used on average: $/1M is stated at it
+    #: share of the in-target capacity that is used on average: $/1M is stated at it (no
+    #: load), and a fleet for a load is sized to use at most this share of each replica
     utilisation: float = Field(default=1.0, gt=0, le=1)
+    #: replicas a fleet keeps beyond the load (N + spare)
+    spare: int = Field(default=0, ge=0, le=1000)
     objective: Objective = "cost"
     kv_cache_dtype: KvCacheDtype = "auto"
     #: vLLM's --cpu-offload-gb (GiB of weights per GPU held in host memory)
@@ -353,7 +356,8 @@ class _Ranker:
                                rps_per_replica=perf.requests_per_s,
                                users_per_replica=perf.concurrency,
                                replicas_per_instance=plan.replicas, nodes=plan.nodes,
-                               usd_per_hour=usd)
+                               usd_per_hour=usd, utilisation=req.utilisation,
+                               spare=req.spare)
             # the tokens the load asks for, not the fleet's capacity
             if req.rps is not None:
                 asked = req.rps * req.output_len
