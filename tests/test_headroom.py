@@ -67,3 +67,24 @@ def test_the_cli_states_how_the_fleet_was_sized(cli):
     bad = cli("plan", "--model", "llama-3-8b", "--ctx", "8192", "--rps", "50",
               "--utilisation", "0")
     assert bad.exit_code == 2 and "--utilisation" in bad.stderr
+
+
+@pytest.mark.parametrize(("args", "says", "suggests"), [
+    (["--region", "mars-1"], "no instance type of aws, azure, gcp is priced in region 'mars-1'",
+     None),
+    (["--region", "eu-west-1", "--provider", "gcp"], "'eu-west-1' is a region of aws, not of gcp",
+     "europe-west1"),
+    (["--region", "eu-west1", "--provider", "gcp"], "no instance type of gcp is priced in region",
+     "europe-west1"),
+    (["--region", "us-east-2", "--region", "useast1"], "'useast1'", "us-east1"),
+])
+def test_a_mistyped_region_is_named_not_blamed_on_the_context(cli, args, says, suggests):
+    """Issue 30: an unknown region, or another cloud's, is said as such with the closest names
+    (it was 'shorten --ctx, or use --kv-cache-dtype fp8'); plan takes the same check."""
+    for cmd in (["recommend"], ["plan", "--rps", "5"]):
+        r = cli(*cmd, "--model", "llama-3-8b", "--ctx", "8192", *args)
+        line = " ".join(r.stderr.split())
+        assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert says in line and "--ctx" not in line, line
+        if suggests:
+            assert suggests in line.split("did you mean", 1)[1], line

@@ -301,6 +301,34 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
     return _estimate(spec, g, result, work), result
 
 
+def check_regions(cat: Catalog, regions: list[str], providers: list[str]) -> None:
+    """Every asked region is one where the catalog prices an instance type of the asked
+    providers (all of them when none is asked); else one line naming the region, whose it is
+    if another cloud's, and the closest names — not a ranking that rejects everything."""
+    import difflib
+
+    if not regions:
+        return
+    by_provider: dict[str, set[str]] = {}
+    for inst in cat.instances.values():
+        by_provider.setdefault(inst.provider, set()).update(inst.prices)
+    asked = providers or sorted(by_provider)
+    mine = sorted(set().union(*(by_provider.get(p, set()) for p in asked)))
+    for region in regions:
+        if region in mine:
+            continue
+        owners = sorted(p for p, rs in by_provider.items() if region in rs)
+        close = difflib.get_close_matches(region, mine, n=3, cutoff=0.6)
+        whose = (f"{region!r} is a region of {', '.join(owners)}, not of "
+                 f"{', '.join(asked)}" if owners else
+                 f"no instance type of {', '.join(asked)} is priced in region {region!r}")
+        raise UserInputError(f"--region: {whose}",
+                             hint=(f"did you mean {', '.join(close)}?" if close else
+                                   f"{len(mine)} regions are priced, e.g. "
+                                   f"{', '.join(mine[:4])}") + " ('advisor catalog list' "
+                             "shows each type's regions)")
+
+
 def default_lengths(ctx: int, input_len: int | None, output_len: int | None) -> tuple[int, int]:
     """A chat-like workload inside the context: 1024 in, 256 out, scaled down for short ctx."""
     i = input_len or max(1, min(1024, ctx // 2))
@@ -431,6 +459,7 @@ def ask(question: Question, *, catalog: Catalog | None = None, top: int | None =
     unknown = [p for p in cons.providers if p not in cat.providers()]
     if unknown:
         raise NotFoundError("provider", unknown[0], cat.providers())
+    check_regions(cat, cons.regions, cons.providers)
     only = [cat.instance(k) for k in q.instances] if q.instances is not None else None
     recs, rejected = rank(cat, spec, req, cons, profile(q.vllm_version), instances=only)
     if not recs and not with_rejected:
