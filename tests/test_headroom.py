@@ -5,6 +5,7 @@ to at most --utilisation U of what it carries within the targets (capacity >= lo
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -88,3 +89,66 @@ def test_a_mistyped_region_is_named_not_blamed_on_the_context(cli, args, says, s
         assert says in line and "--ctx" not in line, line
         if suggests:
             assert suggests in line.split("did you mean", 1)[1], line
+
+
+# --- value beside price: the load from which another offer is the cheaper fleet (issue 30) ----
+
+from advisor.core.load import crossover  # noqa: E402
+
+
+def test_crossover_by_hand():
+    # A: 10 req/s for $1/h; B: 25 req/s for $2.40/h (cheaper per request: 0.096 < 0.1 $/h per
+    # req/s). Up to 10 req/s A costs 1 < 2.4; up to 20, 2 < 2.4; above 20 A needs 3 ($3/h)
+    # and B still one ($2.40/h): B is cheaper above 20 req/s, $1,752 against $2,190 a month.
+    assert crossover((10, 1, 1, 1.0), (25, 1, 1, 2.4)) == (20.0, 1752.0, 2190.0)
+    # two replicas of 5 req/s per instance is the same block as one of 10
+    assert crossover((5, 2, 1, 1.0), (25, 1, 1, 2.4)) == (20.0, 1752.0, 2190.0)
+    # a replica over 2 instances of $1.10/h: a block of 25 req/s for $2.20/h, cheaper sooner
+    assert crossover((10, 1, 1, 1.0), (25, 1, 2, 1.1))[0] == 20.0
+    # not cheaper per request: never
+    assert crossover((10, 1, 1, 1.0), (25, 1, 1, 2.5)) is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_crossover_is_the_first_load_where_the_other_bill_is_lower(seed):
+    import random
+
+    rnd = random.Random(seed)
+    a = (round(rnd.uniform(0.2, 20), 3), rnd.choice([1, 2, 4]), 1, round(rnd.uniform(0.5, 30), 2))
+    b = (round(rnd.uniform(0.2, 20), 3), rnd.choice([1, 2, 4]), rnd.choice([1, 2]),
+         round(rnd.uniform(0.5, 30), 2))
+
+    def bill(s, r):
+        cap, usd = (s[0] * s[1], s[3]) if s[2] == 1 else (s[0], s[3] * s[2])
+        return max(1, math.ceil(r / cap - 1e-9)) * usd
+
+    x = crossover(a, b)
+    grid = [i / 200 for i in range(1, 200 * 200)]
+    first = next((r for r in grid if bill(b, r) < bill(a, r) - 1e-9), None)
+    cheaper = (b[3] * (b[2] if b[2] > 1 else 1)) / (b[0] * (b[1] if b[2] == 1 else 1)) < \
+        a[3] / (a[0] * a[1])
+    if x is None:
+        assert not cheaper or first is None or first > 200 - 1
+    else:
+        assert first is not None and x[0] < first <= x[0] + 0.005 + 1e-9
+
+
+def test_the_default_answer_names_where_a_per_token_cheaper_offer_wins(cli):
+    recs = advisor.recommend("llama-3-8b", 8192, top=10)
+    first = recs[0]
+    crossing = [r for r in recs[1:] if r.crossover is not None]
+    assert crossing and all(r.crossover.versus == f"{first.provider}:{first.instance}"
+                            for r in crossing)
+    for r in crossing:  # cheaper per request than the first pick, as the table's $/1M says
+        assert r.usd_per_million_output_tokens < first.usd_per_million_output_tokens
+        assert r.crossover.usd_per_month < r.crossover.versus_usd_per_month
+    assert first.crossover is None
+    # a load question has no crossover: it is answered by fleets already
+    assert all(r.crossover is None for r in advisor.recommend("llama-3-8b", 8192, rps=5, top=5))
+    r = cli("recommend", "--model", "llama-3-8b", "--ctx", "8192", "--top", "10")
+    said = " ".join(r.stdout.split())
+    x = min((c for c in crossing), key=lambda c: c.crossover.rps)
+    assert f"is the cheaper fleet: ${x.crossover.usd_per_month:,.0f}/month" in said
+    j = json.loads(cli("recommend", "--model", "llama-3-8b", "--ctx", "8192", "--top", "10",
+                       "--json").stdout)
+    assert any(d["crossover"] and d["crossover"]["rps"] > 0 for d in j)

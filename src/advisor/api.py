@@ -464,8 +464,30 @@ def ask(question: Question, *, catalog: Catalog | None = None, top: int | None =
     recs, rejected = rank(cat, spec, req, cons, profile(q.vllm_version), instances=only)
     if not recs and not with_rejected:
         raise explain_empty(rejected)
+    if recs and q.rps is None and q.concurrency is None and not q.batch:
+        recs = with_crossovers(recs)
     recs = recs[:top] if top else recs
     return (recs, rejected) if with_rejected else recs
+
+
+def with_crossovers(recs: list[Recommendation]) -> list[Recommendation]:
+    """The default question ranks by $/h of one replica; beside it, for every other deployable
+    offer that is cheaper per request, the load from which its fleet is the cheaper buy
+    (:func:`advisor.core.load.crossover`, whole instances, no headroom)."""
+    from advisor.core.load import Crossover, crossover
+
+    first = recs[0]
+
+    def shape(r: Recommendation) -> tuple[float, int, int, float]:
+        return (r.perf.requests_per_s, r.plan.replicas, r.plan.nodes, r.usd_per_hour)
+
+    out = [first]
+    for r in recs[1:]:
+        x = crossover(shape(first), shape(r)) if r.deployable and first.deployable else None
+        out.append(r if x is None else r.model_copy(update={"crossover": Crossover(
+            versus=f"{first.provider}:{first.instance}", rps=x[0], usd_per_month=x[1],
+            versus_usd_per_month=x[2])}))
+    return out
 
 
 @overload

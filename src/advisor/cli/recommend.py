@@ -265,6 +265,11 @@ def recommend_cmd(
         key = "batch" if basis.question == "batch" and objective == "cost" else objective
         out.table(_columns(_COLUMNS, _HIDE.get(key, _HIDE["cost"])), (_row(r) for r in picks),
                   title=title, caption=caption)
+    crossing = [(r.crossover, r) for r in picks[1:] if r.crossover is not None]
+    for x, r in sorted(crossing, key=lambda xr: xr[0].rps)[:3]:
+        out.line(f"Above {x.rps:.3g} req/s, {r.provider}:{r.instance} is the cheaper fleet: "
+                 f"${x.usd_per_month:,.0f}/month against ${x.versus_usd_per_month:,.0f} for "
+                 f"{x.versus} (whole instances, no headroom; plan --rps sizes it)")
     out.line(f"Why {best.provider}:{best.instance}:")
     for reason in best.reasons:
         out.line(f"  + {reason}")

@@ -122,3 +122,51 @@ def size_fleet(*, rps: float | None, users: int | None, rps_per_replica: float,
                      usd_per_hour_total=round(total, 4),
                      usd_per_month=round(total * HOURS_PER_MONTH, 2),
                      utilisation=utilisation, spare=spare)
+
+
+class Crossover(BaseModel):
+    """The load from which an offer's fleet costs less than the first pick's fleet (both sized
+    with whole instances, no headroom): where a planner's answer changes."""
+
+    model_config = ConfigDict(frozen=True)
+    #: PROVIDER:TYPE of the first pick it is compared with
+    versus: str
+    #: above this many requests/s this offer's fleet is the cheaper one
+    rps: float
+    #: both monthly bills just above that load: this offer's, the first pick's
+    usd_per_month: float
+    versus_usd_per_month: float
+
+
+def _block(rps_per_replica: float, replicas_per_instance: int, nodes: int,
+           usd_per_hour: float) -> tuple[float, float]:
+    """(req/s, $/h) of the smallest unit a fleet buys: one instance with its replicas, or the
+    ``nodes`` instances of one replica that spans several."""
+    if nodes > 1:
+        return rps_per_replica, usd_per_hour * nodes
+    return rps_per_replica * replicas_per_instance, usd_per_hour
+
+
+def crossover(first: tuple[float, int, int, float], other: tuple[float, int, int, float],
+              max_rps: float = 1e6) -> tuple[float, float, float] | None:
+    """(load, other's $/month, first's $/month) from which ``other`` (req/s per replica, replicas
+    per instance, nodes per replica, $/h per instance) costs less than ``first`` — the smallest
+    load where its whole-instance fleet is cheaper — or None when it never is per request
+    (its $ per req/s of capacity is not lower) or not below ``max_rps``."""
+    cap_a, usd_a = _block(*first)
+    cap_b, usd_b = _block(*other)
+    if cap_a <= 0 or cap_b <= 0 or usd_b / cap_b >= usd_a / cap_a:
+        return None
+    # both bills are steps that change just above multiples of a block's capacity: the first
+    # interval where the other's step is lower starts at one of those multiples (or at 0)
+    ka = kb = 0
+    start = 0.0
+    while start < max_rps:
+        na = math.floor(start / cap_a + 1e-9) + 1  # blocks just above `start`
+        nb = math.floor(start / cap_b + 1e-9) + 1
+        if nb * usd_b < na * usd_a:
+            return (round(float(start), 4), round(nb * usd_b * HOURS_PER_MONTH, 2),
+                    round(na * usd_a * HOURS_PER_MONTH, 2))
+        ka, kb = (ka + 1, kb) if (ka + 1) * cap_a <= (kb + 1) * cap_b else (ka, kb + 1)
+        start = min((ka) * cap_a if ka else math.inf, (kb) * cap_b if kb else math.inf)
+    return None

@@ -26,7 +26,7 @@ from advisor.core.deploy import deployable
 from advisor.core.engine import EngineProfile
 from advisor.core.host import HostView
 from advisor.core.layouts import Plan, layouts, place_multi, tp_sizes
-from advisor.core.load import FleetSize, QuestionKind, Targets, question, size_fleet
+from advisor.core.load import Crossover, FleetSize, QuestionKind, Targets, question, size_fleet
 from advisor.core.model import ModelSpec
 from advisor.core.perf import H2D_BYTES_S, PerfEstimate, Workload, estimate
 from advisor.core.question import KvCacheDtype, Objective
@@ -126,6 +126,9 @@ class Recommendation(BaseModel):
     basis: Basis
     #: the fleet for the load (``--rps`` / ``--concurrency``); None without one
     fleet: FleetSize | None = None
+    #: without a load: the load from which this offer's fleet costs less than the first pick's
+    #: (None for the first pick, and for an offer that is not cheaper per request)
+    crossover: Crossover | None = None
     #: how far to trust the figures: the weaker of the memory and the perf confidence
     confidence: Confidence | None = None
     #: whether ``advisor render`` / ``provision`` can bring it up (:mod:`advisor.core.deploy`:
