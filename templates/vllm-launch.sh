@@ -15,6 +15,8 @@
 #   ADVISOR_BUS_IDS         GPU PCI bus ids in index order, instead of asking nvidia-smi
 #   ADVISOR_VLLM_NUMA_BIND=1  the pinned vLLM has --numa-bind (PR #38635): a replica whose GPUs
 #                           span nodes lets vLLM bind each worker to its own GPU's node
+#   ADVISOR_QUANTIZATION    vLLM's --quantization (fp8: on-the-fly fp8 weights); unset: the
+#                           checkpoint's own (a published fp8 checkpoint says so itself)
 #   ADVISOR_DRY_RUN=1       print the command line instead of running it
 #   ADVISOR_ROLE            single (default), or head / worker of a multi-node replica: the
 #                           workers join the head's Ray cluster (ray start --address), the head
@@ -85,6 +87,11 @@ cpus_of_node() {
 
 numa=()
 extra=()
+case "${ADVISOR_QUANTIZATION:-}" in
+  "") ;;
+  fp8) extra+=(--quantization fp8) ;;
+  *) log "ADVISOR_QUANTIZATION must be fp8 or unset, not ${ADVISOR_QUANTIZATION:0:40}"; exit 1 ;;
+esac
 threads=""
 if [[ "$hidden" == 0 && "${#nodes[@]}" -ge 1 ]]; then
   joined="$(IFS=','; printf '%s' "${nodes[*]}")"
@@ -92,7 +99,7 @@ if [[ "$hidden" == 0 && "${#nodes[@]}" -ge 1 ]]; then
     numa=(numactl "--cpunodebind=$joined" "--membind=$joined")
   elif [[ "${ADVISOR_VLLM_NUMA_BIND:-0}" == 1 ]]; then
     log "replica GPUs ${ADVISOR_GPUS} span NUMA nodes $joined: vLLM --numa-bind binds each worker"
-    extra=(--numa-bind)
+    extra+=(--numa-bind)
   else
     log "replica GPUs ${ADVISOR_GPUS} span NUMA nodes $joined: memory interleaved across them"
     numa=(numactl "--cpunodebind=$joined" "--interleave=$joined")

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from advisor.core.model import ModelSpec
     from advisor.core.perf import PerfEstimate
     from advisor.core.question import KvCacheDtype, Objective, Question
-    from advisor.core.ranking import Recommendation, Rejection
+    from advisor.core.ranking import Constraints, Recommendation, Rejection, Request
     from advisor.core.sizing import MemoryFit
+    from advisor.core.weights import Weights
     from advisor.host.topology import Topology
     from advisor.render.local import LaunchLine
 
@@ -348,7 +349,8 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               cpu_offload_gb: float = ..., allow_small_host: bool = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[False] = ...,
-              max_nodes: int = ..., instances: list[str] | None = ...
+              max_nodes: int = ..., instances: list[str] | None = ...,
+              quantization: str | None = ...
               ) -> list[Recommendation]: ...
 
 
@@ -364,7 +366,8 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               cpu_offload_gb: float = ..., allow_small_host: bool = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[True],
-              max_nodes: int = ..., instances: list[str] | None = ...
+              max_nodes: int = ..., instances: list[str] | None = ...,
+              quantization: str | None = ...
               ) -> tuple[list[Recommendation], list[Rejection]]: ...
 
 
@@ -381,7 +384,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
               allow_small_host: bool = False, vllm_version: str | None = None,
               catalog: Catalog | None = None, top: int | None = None,
               with_rejected: bool = False, max_nodes: int = 4,
-              instances: list[str] | None = None
+              instances: list[str] | None = None, quantization: str | None = None
               ) -> list[Recommendation] | tuple[list[Recommendation], list[Rejection]]:
     """Ranked :class:`~advisor.core.ranking.Recommendation` objects (best first).
 
@@ -411,7 +414,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
                  max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, spot=spot,
                  kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb,
                  allow_small_host=allow_small_host, vllm_version=vllm_version,
-                 max_nodes=max_nodes)
+                 max_nodes=max_nodes, quantization=quantization)
     if with_rejected:
         return ask(q, catalog=catalog, top=top, with_rejected=True)
     return ask(q, catalog=catalog, top=top)
@@ -435,7 +438,8 @@ def ask(question: Question, *, catalog: Catalog | None = None, top: int | None =
     planning scripts keep and vary with ``question.model_copy(update=...)``)."""
     from advisor.core.load import targets
     from advisor.core.question import Question
-    from advisor.core.ranking import Constraints, Request, explain_empty, rank
+    from advisor.core.ranking import Constraints, Request, explain_empty
+    from advisor.core.weights import check_choice
 
     # validated again: model_copy(update=...) does not validate what it sets
     q = Question.model_validate(question.model_dump())
@@ -445,6 +449,7 @@ def ask(question: Question, *, catalog: Catalog | None = None, top: int | None =
         raise UserInputError("give the load as --rps or as --concurrency, not both",
                              hint="--rps: requests per second; --concurrency: users in flight")
     cat = catalog or load_catalog()
+    choice = check_choice(q.quantization)
     spec = model_spec(q.model, catalog=cat)
     i, o = default_lengths(q.ctx, q.input_len, q.output_len)
     tg = targets(q.max_tpot_ms, q.max_ttft_ms, q.batch)
@@ -461,13 +466,73 @@ def ask(question: Question, *, catalog: Catalog | None = None, top: int | None =
         raise NotFoundError("provider", unknown[0], cat.providers())
     check_regions(cat, cons.regions, cons.providers)
     only = [cat.instance(k) for k in q.instances] if q.instances is not None else None
-    recs, rejected = rank(cat, spec, req, cons, profile(q.vllm_version), instances=only)
+    recs, rejected = _rank_weights(cat, q, choice, spec, req, cons, only)
     if not recs and not with_rejected:
         raise explain_empty(rejected)
     if recs and q.rps is None and q.concurrency is None and not q.batch:
         recs = with_crossovers(recs)
     recs = recs[:top] if top else recs
     return (recs, rejected) if with_rejected else recs
+
+
+def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: Request,
+                  cons: Constraints, only: list[InstanceType] | None
+                  ) -> tuple[list[Recommendation], list[Rejection]]:
+    """The ranking once per weight option ``choice`` asks for (advisor.core.weights), each
+    offer tagged with the weights it assumes, merged in the ranking's own order; a GPU that
+    cannot run an option is rejected for it, and an offer rejected for one option but
+    recommended for another is not listed as rejected."""
+    from advisor.core.engine import GIB
+    from advisor.core.model import DTYPE_BYTES
+    from advisor.core.ranking import Rejection, rank
+    from advisor.core.sizing import weights_per_gpu
+    from advisor.core.weights import kernel_for, load_gib, options, refusal
+
+    name, _ = model_config(q.model, catalog=cat)
+    opts = options(choice, spec, cat.models.get(name))
+    pool = only if only is not None else list(cat.instances.values())
+    recs: list[Recommendation] = []
+    rejected: list[Rejection] = []
+    for w, override in opts:
+        s = spec if override is None else model_spec(q.model, catalog=cat,
+                                                      quantization=override)
+        ok = []
+        for inst in pool:
+            g = cat.gpus[inst.gpu.model]
+            no = refusal(w, g.architecture, g.fp8_tflops)
+            if no:
+                rejected.append(Rejection(provider=inst.provider, instance=inst.name,
+                                          reason=no, by="--quantization"))
+            else:
+                ok.append(inst)
+        own_gib = sum(weights_per_gpu(spec, 1, 1, DTYPE_BYTES.get(spec.torch_dtype, 2))) / GIB
+        r = req.model_copy(update={"load_weights_gib": load_gib(w, own_gib)})
+        got, rej = rank(cat, s, r, cons, profile(q.vllm_version), instances=ok)
+        tag = f"[{w.scheme}] " if len(opts) > 1 else ""
+        recs += [x.model_copy(update={"weights": w.model_copy(update={
+            "kernel": kernel_for(w, cat.gpus[x.gpu].fp8_tflops)})}) for x in got]
+        rejected += [x.model_copy(update={"reason": tag + x.reason}) for x in rej]
+    # one offer per instance and scheme: a published checkpoint's before on-the-fly fp8
+    seen: set[tuple[str, str, str]] = set()
+    kept: list[Recommendation] = []
+    for y in sorted(recs, key=lambda r: r.weights is None or r.weights.checkpoint is None):
+        key = (y.provider, y.instance, y.weights.scheme if y.weights else "")
+        if key not in seen:
+            seen.add(key)
+            kept.append(y)
+    recs = kept
+    served = {(r.provider, r.instance) for r in recs}
+    why: dict[tuple[str, str], Rejection] = {}
+    for x in rejected:  # one line per instance left out, every option's reason on it
+        k = (x.provider, x.instance)
+        if k in served:
+            continue
+        why[k] = (x if k not in why else why[k].model_copy(
+            update={"reason": f"{why[k].reason}; {x.reason}"}))
+    rejected = list(why.values())
+    recs.sort(key=lambda r: (not r.deployable, r.score, r.usd_per_million_output_tokens,
+                             r.usd_per_hour, r.provider, r.instance))
+    return recs, rejected
 
 
 def with_crossovers(recs: list[Recommendation]) -> list[Recommendation]:
@@ -499,7 +564,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
           vllm_version: str | None = ..., catalog: Catalog | None = ...,
           with_misses: Literal[False] = ..., max_nodes: int = ..., batch: bool = ...,
-          allow_small_host: bool = ...) -> list[FleetOption]: ...
+          allow_small_host: bool = ..., quantization: str | None = ...
+          ) -> list[FleetOption]: ...
 
 
 @overload
@@ -511,7 +577,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
           vllm_version: str | None = ..., catalog: Catalog | None = ...,
           with_misses: Literal[True], max_nodes: int = ..., batch: bool = ...,
-          allow_small_host: bool = ...) -> tuple[list[FleetOption], list[FleetMiss]]: ...
+          allow_small_host: bool = ..., quantization: str | None = ...
+          ) -> tuple[list[FleetOption], list[FleetMiss]]: ...
 
 
 @boundary
@@ -523,7 +590,7 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
           gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: KvCacheDtype = "auto",
           vllm_version: str | None = None, catalog: Catalog | None = None,
           with_misses: bool = False, max_nodes: int = 4, batch: bool = False,
-          allow_small_host: bool = False
+          allow_small_host: bool = False, quantization: str | None = None
           ) -> list[FleetOption] | tuple[list[FleetOption], list[FleetMiss]]:
     """Fleets that carry ``rps`` requests per second within the latency targets (those of
     :func:`recommend`: TPOT <= 50 ms and TTFT <= 2 s unless given, none with ``batch``), cheapest
@@ -544,7 +611,7 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
                      max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
                      allow_small_host=allow_small_host,
                      kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=catalog,
-                     max_nodes=max_nodes)
+                     max_nodes=max_nodes, quantization=quantization)
     options, misses = plan_fleet(recs, rps, max_instances, utilisation, spare)
     if not options and not with_misses:
         raise explain_no_fleet(misses, rps, max_instances)
@@ -596,7 +663,8 @@ def require_token(cat: Catalog, model: str, hf_token_ref: str | None) -> None:
 
 def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int | None,
               vllm_version: str, gpu_memory_utilization: float,
-              question: dict[str, Any] | None = None) -> tuple[InstanceType, Plan, float]:
+              question: dict[str, Any] | None = None
+              ) -> tuple[InstanceType, Plan, float, Weights | None]:
     """The instance and layout to render, and one replica's weights in GiB (all its GPUs):
     the top recommendation for ``question`` (recommend's targets, batch, allow_small_host), or
     the named instance with the layout the ranking gives it, or the named instance at the TP
@@ -608,18 +676,26 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
     q = question or {}
     plan = None
     weights = 0.0
+    chosen: Weights | None = None
     if instance is None:
         best = recommend(model, ctx, catalog=cat, top=1, **q)[0]
         inst = cat.instance(f"{best.provider}:{best.instance}")
         if tp is None or tp == best.plan.tp:
             plan, weights = best.plan, best.fit.weights_gib * best.plan.tp * best.plan.pp
+            chosen = best.weights
     else:
         inst = cat.instance(instance)
     if plan is None and tp is None:
         mine = recommend_named(model, ctx, inst, catalog=cat, **q)
         plan, weights = mine.plan, mine.fit.weights_gib * mine.plan.tp * mine.plan.pp
+        chosen = mine.weights
     if plan is None:
         assert tp is not None
+        if q.get("quantization") not in (None, "none"):
+            raise UserInputError("--tp with --quantization: the layout at a TP of your own is "
+                                 "sized for the checkpoint as published",
+                                 hint="drop --tp (the ranking picks the layout for the "
+                                 "weights), or drop --quantization")
         if tp <= 0 or inst.gpu.count % tp:
             raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of "
                                  f"{inst.key}")
@@ -634,7 +710,7 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
                                  f"{result.notes[0] if result.notes else ''}",
                                  hint="raise --tp or shorten --ctx")
         plan, weights = place(inst, cat, tp, 1), result.weights_gib * tp
-    return inst, plan, weights
+    return inst, plan, weights, chosen
 
 
 @boundary
@@ -649,7 +725,7 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                  catalog: Catalog | None = None,
                  probe: str | Path | dict[str, Any] | Topology | None = None,
                  sysfs_root: str | Path | None = None,
-                 gpu: str | None = None) -> RenderResult:
+                 gpu: str | None = None, quantization: str | None = None) -> RenderResult:
     """The files that bring ``model`` up on ``instance`` (default: the top recommendation for
     the same latency targets, ``batch`` and ``allow_small_host`` as :func:`recommend`):
     cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests.
@@ -699,7 +775,8 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         model_spec(model, catalog=cat)  # a repo id must at least be sizeable (cached config)
     require_token(cat, model, hf_token_ref)
     question: dict[str, Any] = {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
-                                "batch": batch, "allow_small_host": allow_small_host}
+                                "batch": batch, "allow_small_host": allow_small_host,
+                                "quantization": quantization}
     topo = None
     if local:
         from advisor.host.local import host_topology, local_instance, with_instance
@@ -712,8 +789,10 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         cat, instance = with_instance(cat, mine), mine.key
         question["max_nodes"] = 1
         api_key_ref = api_key_ref or "file:/etc/advisor/api-key"
-    inst, plan, weights = _plan_for(model, ctx, cat, instance, tp, vllm_version,
-                                    gpu_memory_utilization, question)
+    inst, plan, weights, chosen = _plan_for(model, ctx, cat, instance, tp, vllm_version,
+                                            gpu_memory_utilization, question)
+    if chosen is not None and chosen.checkpoint:  # a published quantized checkpoint is served
+        repo = chosen.checkpoint
     # the top pick is deployable whenever any offer is (the ranking puts those first)
     deploy.require(inst, cat)
     if api_key_ref is not None and inst.provider in CLOUDS and key_ref_for(
@@ -737,7 +816,8 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
     key_ref, token_ref = refs
     req = req.model_copy(update={"model": repo, "api_key_ref": key_ref,
                                  "hf_token_ref": token_ref,
-                                 "start_timeout_s": start_timeout_s(weights)})
+                                 "start_timeout_s": start_timeout_s(weights),
+                                 "quantization": chosen.vllm_quantization if chosen else None})
     if target == "k8s":
         from advisor.clouds.base import check_name, default_name
         from advisor.render import k8s

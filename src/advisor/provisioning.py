@@ -59,6 +59,7 @@ from advisor.clouds.base import (
 from advisor.clouds.registry import CLOUDS
 from advisor.core.engine import DEFAULT_VLLM_VERSION
 from advisor.core.layouts import Plan
+from advisor.core.weights import Weights
 from advisor.errors import OperationError, UserInputError
 from advisor.state import Deployment, InstanceRow, StateWriteError, Store
 
@@ -187,14 +188,17 @@ class Question(BaseModel):
     max_ttft_ms: float | None = None
     batch: bool = False
     allow_small_host: bool = False
+    #: the weights to serve (advisor.core.weights: none, fp8, auto)
+    quantization: str | None = None
 
 
 def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None = None,
                instance: str | None = None, regions: list[str] | None = None,
                spot: bool = False, max_types: int = 3, vllm_version: str | None = None,
                question: Question | None = None
-               ) -> list[tuple[InstanceType, Plan, str, float | None, float]]:
-    """(instance type, layout, region, $/h per instance, weights GiB in all), best first.
+               ) -> list[tuple[InstanceType, Plan, str, float | None, float, Weights | None]]:
+    """(instance type, layout, region, $/h per instance, weights GiB in all, the weights it
+    assumes: ``question.quantization``), best first.
 
     ``question`` holds the same inputs as ``advisor recommend`` (latency targets, ``batch``,
     ``allow_small_host``): the pick is the one recommend would put first, never a
@@ -244,7 +248,7 @@ def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None =
             # (never another region's)
             row = inst.price_in([region], spot)
             usd = row.usd(spot) if row is not None else None
-            out.append((inst, rec.plan, region, usd, weights))
+            out.append((inst, rec.plan, region, usd, weights, rec.weights))
     return out
 
 
@@ -253,7 +257,8 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
                vllm_version: str, port: int, api_key_ref: str, allow_cidrs: list[str],
                hf_token_ref: str | None = None,
                ssh_cidrs: list[str], spot: bool, image: str | None,
-               options: Mapping[str, str], gpu_memory_utilization: float = 0.9) -> LaunchSpec:
+               options: Mapping[str, str], gpu_memory_utilization: float = 0.9,
+               quantization: str | None = None) -> LaunchSpec:
     from advisor.render.cloudinit import RenderRequest, render, start_timeout_s
     from advisor.render.envlock import image_python
 
@@ -263,7 +268,8 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
         model=model_repo, max_model_len=ctx, vllm_version=vllm_version, port=port, host=host,
         api_key_ref=api_key_ref, gpu_memory_utilization=gpu_memory_utilization,
         hf_token_ref=hf_token_ref, start_timeout_s=start_timeout_s(weights_gib / plan.nodes),
-        python=image_python(inst.provider)))
+        python=image_python(inst.provider),
+        quantization="fp8" if quantization == "fp8" else None))
     return LaunchSpec(
         deployment=name, provider=inst.provider, instance_type=inst.name, region=region,
         gpu_model=inst.gpu.model, gpu_count=inst.gpu.count, vcpus=inst.vcpus,
@@ -392,7 +398,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     rerouted: set[str] = set()
     from advisor.render.envlock import check_pairing
 
-    for inst, plan, region, usd, weights in picks:
+    for inst, plan, region, usd, weights, chosen in picks:
         # each cloud reads the key from its own secret store: a reference of another cloud is
         # never handed on (an Azure VM cannot read an SSM parameter)
         refs = registry.secret_refs(inst.provider, api_key_ref, hf_token_ref)
@@ -409,7 +415,10 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         pairing = check_pairing(inst.provider, image, vllm_version)
         if pairing and pairing not in warnings:
             warnings.append(pairing)
-        spec = build_spec(inst, plan, region, name=name, model_repo=repo, model_label=alias,
+        spec = build_spec(inst, plan, region, name=name,
+                          model_repo=chosen.checkpoint if chosen and chosen.checkpoint else repo,
+                          quantization=chosen.vllm_quantization if chosen else None,
+                          model_label=alias,
                           ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
                           port=port, api_key_ref=ref, hf_token_ref=token,
                           allow_cidrs=allow, ssh_cidrs=ssh,

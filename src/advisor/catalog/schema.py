@@ -325,6 +325,29 @@ class InstanceType(_Model):
         return f"{self.provider}:{self.name}"
 
 
+class QuantizedCheckpoint(_Model):
+    """A published quantized checkpoint of a catalog model: what ``--quantization fp8`` serves
+    instead of quantizing on the fly (``advisor.core.weights``)."""
+
+    scheme: Literal["fp8"]
+    hf_id: str
+    #: the checkpoint's quant_method as vLLM reads it from its config.json
+    format: Literal["fp8", "modelopt", "compressed-tensors", "fbgemm_fp8"]
+    #: the published accuracy delta against the original, in words with its numbers (None:
+    #: none found; sources.default.note says what was searched)
+    accuracy: str | None = Field(default=None, max_length=600)
+    sources: Sources
+
+    _src = field_validator("sources")(_check_sources)
+
+    @field_validator("hf_id")
+    @classmethod
+    def _repo_id(cls, value: str) -> str:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$", value):
+            raise ValueError(f"{value!r} is not a Hugging Face repo id (owner/name)")
+        return value
+
+
 class ModelAlias(_Model):
     """A model the CLI knows by a short name, with the config.json it ships."""
 
@@ -335,6 +358,8 @@ class ModelAlias(_Model):
     #: the Hub repository asks for an accepted licence and a token before it serves the files
     #: (None: no source says); its provenance is ``sources.gated``
     gated: bool | None = None
+    #: published quantized checkpoints of this model (``--quantization fp8`` serves them)
+    quantized: list[QuantizedCheckpoint] = Field(default_factory=list, max_length=8)
     sources: Sources
 
     _alias = field_validator("alias")(_check_name)

@@ -164,6 +164,10 @@ def one_gpu(cat: Catalog, name: str, probe: Path | None = None,
 Utilisation = Annotated[float, typer.Option(
     help="Share of the in-target capacity used: $/1M is stated at it, and a fleet for a load "
     "loads each replica to at most this share (capacity >= load / U). Default 1: no headroom.")]
+Quantization = Annotated[str | None, typer.Option(
+    help="Weights to size: none (the checkpoint as published; the default), fp8 (a published "
+    "fp8 checkpoint where the model catalog knows one, else vLLM's on-the-fly fp8) or auto "
+    "(both, side by side).", show_default=False)]
 Spare = Annotated[int, typer.Option(
     help="Replicas a fleet keeps beyond the load, for failures (N + spare).", min=0, max=1000)]
 

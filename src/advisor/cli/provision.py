@@ -16,6 +16,7 @@ from advisor.cli.common import (
     JsonFlag,
     MaxTpot,
     MaxTtft,
+    Quantization,
     catalog_from,
     with_cloud_options,
 )
@@ -102,6 +103,7 @@ def provision_cmd(
     max_ttft_ms: MaxTtft = None,
     batch: Batch = False,
     allow_small_host: AllowSmallHost = False,
+    quantization: Quantization = None,
     cloud_options: dict[str, dict[str, str]] | None = None,
     dry_run: Annotated[bool, typer.Option(
         help="Print the exact requests and the user-data; call nothing.")] = False,
@@ -132,7 +134,7 @@ def provision_cmd(
             catalog=catalog_from(catalog),
             provider_options=cloud_options,
             question=Question(max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
-                              allow_small_host=allow_small_host))
+                              allow_small_host=allow_small_host, quantization=quantization))
     except PreflightRefused as exc:  # one line per failed check, then the error (exit 2)
         for where, check in exc.checks:
             out.progress(f"preflight failed: {where}: {check.name}: {check.detail}"

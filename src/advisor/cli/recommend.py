@@ -20,6 +20,7 @@ from advisor.cli.common import (
     MaxTtft,
     ProbeFile,
     ProviderFilter,
+    Quantization,
     RegionFilter,
     Spare,
     SysfsRoot,
@@ -135,19 +136,28 @@ def _name(r: Any) -> str:
     return f"{r.provider}:{r.instance}" + ("" if r.deployable else NOT_DEPLOYABLE)
 
 
-def _row(r: Any) -> list[str]:
+def _wlayout(r: Any, mixed: bool = False) -> str:
+    """The layout, with the weights where they are not the checkpoint as published (and for
+    every row of a table that mixes both)."""
+    w = r.weights
+    if w is None or (w.scheme == "as published" and not mixed):
+        return _layout(r.plan)
+    return f"{_layout(r.plan)} {w.short}"
+
+
+def _row(r: Any, mixed: bool = False) -> list[str]:
     p = r.plan
     return [_name(r), out.fmt(r.region), out.usd(r.usd_per_hour * p.nodes),
             f"{r.gpu_count}x {r.gpu}" if p.nodes == 1 else f"{p.nodes}x{r.gpu_count} {r.gpu}",
-            _layout(p), str(r.perf.concurrency), out.num(r.instance_output_tokens_per_s),
+            _wlayout(r, mixed), str(r.perf.concurrency), out.num(r.instance_output_tokens_per_s),
             out.ms(r.perf.tpot_ms), out.ms(r.perf.ttft_ms),
             out.usd(r.usd_per_million_output_tokens),
             _NUMA.get(r.numa.alignment, r.numa.alignment), _conf(r)]
 
 
-def _fleet_row(r: Any) -> list[str]:
+def _fleet_row(r: Any, mixed: bool = False) -> list[str]:
     f = r.fleet
-    return [_name(r), out.fmt(r.region), _layout(r.plan),
+    return [_name(r), out.fmt(r.region), _wlayout(r, mixed),
             out.num(f.per_replica, 2 if f.load == "rps" else 0), str(f.instances),
             out.num(f.usd_per_month), f"{f.headroom:+.0%}", out.ms(r.perf.tpot_ms),
             out.ms(r.perf.ttft_ms), out.usd(r.usd_per_million_output_tokens),
@@ -205,6 +215,7 @@ def recommend_cmd(
         help=f"vLLM's --kv-cache-dtype: {KV_CHOICES}.")] = "auto",
     cpu_offload_gb: Annotated[float, typer.Option(
         help="vLLM's --cpu-offload-gb: GiB of weights per GPU kept in host memory.")] = 0.0,
+    quantization: Quantization = None,
     allow_small_host: AllowSmallHost = False,
     max_nodes: Annotated[int, typer.Option(
         help="Most instances one replica may span (PP across them); 1: one machine.")] = 4,
@@ -230,7 +241,7 @@ def recommend_cmd(
         max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
         spot=spot, kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype), cpu_offload_gb=cpu_offload_gb,
         allow_small_host=allow_small_host, vllm_version=vllm_version, catalog=cat,
-        with_rejected=True, max_nodes=max_nodes)
+        with_rejected=True, max_nodes=max_nodes, quantization=quantization)
     if not recs:
         from advisor.core.ranking import explain_empty
 
@@ -251,7 +262,9 @@ def recommend_cmd(
     load = (f", {rps:g} req/s" if rps is not None else
             f", {concurrency} users" if concurrency is not None else "")
     title = (f"{model}, ctx {ctx}, {i} in / {o} out{load}; targets: {basis.targets.source}")
-    caption = (f"{len(recs)} of {len(recs) + len(rejected)} instance types can serve it; "
+    served = len({(r.provider, r.instance) for r in recs})
+    mixed = len({r.weights.scheme for r in picks if r.weights is not None}) > 1
+    caption = (f"{served} of {served + len(rejected)} instance types can serve it; "
                + ranking_note(objective, basis.question, utilisation, spot, spare)
                + ("; Nn: one replica over N instances" if any(
                    r.plan.nodes > 1 for r in picks) else "")
@@ -259,20 +272,31 @@ def recommend_cmd(
                   "the deployable ones" if any(not r.deployable for r in picks) else "")
                + _unshown(recs, picks))
     if best.fleet is not None:
-        out.table(_columns(_FLEET, _FLEET_HIDE), (_fleet_row(r) for r in picks), title=title,
+        out.table(_columns(_FLEET, _FLEET_HIDE), (_fleet_row(r, mixed) for r in picks), title=title,
                   caption=caption)
     else:
         key = "batch" if basis.question == "batch" and objective == "cost" else objective
-        out.table(_columns(_COLUMNS, _HIDE.get(key, _HIDE["cost"])), (_row(r) for r in picks),
-                  title=title, caption=caption)
+        out.table(_columns(_COLUMNS, _HIDE.get(key, _HIDE["cost"])),
+                  (_row(r, mixed) for r in picks), title=title, caption=caption)
     crossing = [(r.crossover, r) for r in picks[1:] if r.crossover is not None]
     for x, r in sorted(crossing, key=lambda xr: xr[0].rps)[:3]:
-        out.line(f"Above {x.rps:.3g} req/s, {r.provider}:{r.instance} is the cheaper fleet: "
+        mark = f" ({r.weights.short})" if mixed and r.weights is not None else ""
+        out.line(f"Above {x.rps:.3g} req/s, {r.provider}:{r.instance}{mark} is the cheaper fleet: "
                  f"${x.usd_per_month:,.0f}/month against ${x.versus_usd_per_month:,.0f} for "
                  f"{x.versus} (whole instances, no headroom; plan --rps sizes it)")
     out.line(f"Why {best.provider}:{best.instance}:")
     for reason in best.reasons:
         out.line(f"  + {reason}")
+    if quantization is not None and best.weights is not None:
+        w = best.weights
+        out.line(f"  = weights: {w.label}" + (f", {w.kernel}" if w.kernel else "")
+                 + (f" — vLLM --quantization {w.vllm_quantization}" if w.vllm_quantization
+                    else "") + f"; accuracy: {w.accuracy}")
+        own = next((r for r in recs if r.weights and r.weights.scheme != w.scheme), None)
+        if own is not None and own.weights is not None:
+            out.line(f"  = with the weights {own.weights.label} the first pick is "
+                     f"{own.provider}:{own.instance} at ${own.usd_per_hour * own.plan.nodes:,.2f}"
+                     f"/h ({_layout(own.plan)}, ${own.usd_per_million_output_tokens:,.2f}/1M)")
     for risk in best.risks:
         out.line(f"  ! {risk}")
     for what, c in (("memory", best.fit.confidence), ("latency", best.perf.confidence)):

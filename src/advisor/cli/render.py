@@ -15,6 +15,7 @@ from advisor.cli.common import (
     JsonFlag,
     MaxTpot,
     MaxTtft,
+    Quantization,
     catalog_from,
 )
 from advisor.clouds.registry import key_ref_forms, token_ref_forms
@@ -68,6 +69,7 @@ def render_cmd(
     max_ttft_ms: MaxTtft = None,
     batch: Batch = False,
     allow_small_host: AllowSmallHost = False,
+    quantization: Quantization = None,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -99,7 +101,7 @@ def render_cmd(
                           max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
                           allow_small_host=allow_small_host,
                           catalog=catalog_from(catalog), probe=probe, sysfs_root=sysfs_root,
-                          gpu=gpu)
+                          gpu=gpu, quantization=quantization)
     inst, plan = result.instance, result.plan
     if out_dir is None:
         _print_local(result, json)

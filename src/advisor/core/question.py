@@ -61,6 +61,11 @@ class Question(BaseModel):
     allow_small_host: bool = False
     #: the vLLM release to model (default: the one advisor pins)
     vllm_version: str | None = Field(default=None, min_length=1, max_length=64)
+    #: the weights to size (advisor.core.weights): none — the checkpoint as published; fp8 —
+    #: a published fp8 checkpoint, else vLLM's on-the-fly fp8; auto — both side by side. fit
+    #: and perf also take a method the sizer knows (awq, gptq, …) as the config's override
+    quantization: str | None = Field(default=None, min_length=1, max_length=40,
+                                     pattern=r"^[A-Za-z0-9_-]+$")
     #: replicas a fleet keeps beyond the load, for failures (N + spare)
     spare: int = Field(default=0, ge=0, le=1000)
     #: the most identical instances one replica may span (PP across them)

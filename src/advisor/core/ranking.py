@@ -31,6 +31,7 @@ from advisor.core.model import ModelSpec
 from advisor.core.perf import H2D_BYTES_S, PerfEstimate, Workload, estimate
 from advisor.core.question import KvCacheDtype, Objective
 from advisor.core.sizing import FitRequest, MemoryFit, fit, with_confidence
+from advisor.core.weights import Weights
 from advisor.errors import UserInputError
 
 OLD_CPU_CODENAMES = {"cascade lake", "rome", "skylake"}
@@ -74,6 +75,9 @@ class Request(BaseModel):
     #: the targets as the user sees them (where they come from); the limits themselves are
     #: Constraints.max_tpot_ms / max_ttft_ms
     targets: Targets | None = None
+    #: GiB of weights (whole model) while vLLM loads it, where that exceeds what it serves:
+    #: on-the-fly fp8 loads the original precision first (advisor.core.weights.load_gib)
+    load_weights_gib: float | None = Field(default=None, gt=0)
 
     @property
     def question(self) -> QuestionKind:
@@ -136,6 +140,8 @@ class Recommendation(BaseModel):
     deployable: bool = True
     #: why not, in words, where ``deployable`` is False
     not_deployable_reason: str | None = None
+    #: the weights it assumes (``--quantization``): the checkpoint as published, or fp8
+    weights: Weights | None = None
 
 
 class Rejection(BaseModel):
@@ -175,11 +181,19 @@ class _Ranker:
 
     def _fit_uncached(self, gpu_id: str, tp: int, pp: int) -> MemoryFit:
         g = self.cat.gpus[gpu_id]
-        return with_confidence(fit(self.spec, FitRequest(
+        f = with_confidence(fit(self.spec, FitRequest(
             gpu_memory_gib=g.cuda_memory_gib, gpu_name=g.name, tp=tp, pp=pp,
             max_model_len=self.req.ctx, kv_cache_dtype=self.req.kv_cache_dtype,
             cpu_offload_gib=self.req.cpu_offload_gib), self.engine), g.architecture,
             self.spec.model_type)
+        load = self.req.load_weights_gib
+        if f.fits and load and load / (tp * pp) > g.cuda_memory_gib:
+            # vLLM's fp8 docs: on-the-fly fp8 loads the original precision before quantizing
+            return f.model_copy(update={"fits": False, "notes": [
+                f"on-the-fly fp8 loads the original weights first: {load / (tp * pp):.1f} GiB "
+                f"per GPU > {g.cuda_memory_gib:.1f} GiB (a published fp8 checkpoint would "
+                "not)", *f.notes]})
+        return f
 
     def _perf_uncached(self, gpu_id: str, tp: int, pp: int, c: int, nodes: int = 1,
                        fabric_gbps: float | None = None,

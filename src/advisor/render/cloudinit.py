@@ -22,7 +22,7 @@ import math
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -89,6 +89,8 @@ class RenderRequest(BaseModel):
     hf_token_ref: str | None = None
     #: how long systemd and the health check wait for a replica to come up (start_timeout_s())
     start_timeout_s: int = Field(default=1800, ge=300, le=6 * 3600)
+    #: vLLM's --quantization (on-the-fly fp8: advisor.core.weights); None: the checkpoint's own
+    quantization: Literal["fp8"] | None = None
     #: the image's python3 (major.minor), which the lock is resolved for: Ubuntu 22.04's, which
     #: every default image runs (the install checks it and stops, named, on another)
     python: str = "3.10"
@@ -153,6 +155,7 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
         "ADVISOR_HEALTH_TRIES": str(req.start_timeout_s // 2),
         "ADVISOR_VENV": venv,
         "ADVISOR_VLLM_NUMA_BIND": "1" if numa_bind_flag else "0",
+        **({"ADVISOR_QUANTIZATION": req.quantization} if req.quantization else {}),
     }
     if role != "single":
         lines.update({"ADVISOR_ROLE": role, "ADVISOR_PP": str(plan.pp),

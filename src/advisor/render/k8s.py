@@ -135,6 +135,8 @@ def _serve(req: RenderRequest, plan: Plan) -> list[str]:
     args = ["vllm", "serve", req.model, "--host", "0.0.0.0", "--port", str(req.port),
             "--tensor-parallel-size", str(plan.tp), "--max-model-len", str(req.max_model_len),
             "--gpu-memory-utilization", f"{req.gpu_memory_utilization:g}"]
+    if req.quantization:  # on-the-fly fp8 (advisor.core.weights); a checkpoint says its own
+        args += ["--quantization", req.quantization]
     if _numa_bind(req, plan):
         args.append("--numa-bind")
     if plan.nodes > 1:

@@ -94,7 +94,9 @@ def launch_line(env: dict[str, str], topo: Topology, replica: int = 0) -> Launch
         elif n not in nodes:
             nodes.append(n)
     numa: list[str] = []
-    extra: list[str] = []
+    # the launcher's order: --quantization first, then --numa-bind
+    extra: list[str] = (["--quantization", env["ADVISOR_QUANTIZATION"]]
+                        if env.get("ADVISOR_QUANTIZATION") else [])
     threads: int | None = None
     binding = "unbound"
     if not hidden and nodes:
@@ -103,7 +105,7 @@ def launch_line(env: dict[str, str], topo: Topology, replica: int = 0) -> Launch
             numa = ["numactl", f"--cpunodebind={joined}", f"--membind={joined}"]
             binding = f"numactl node {joined}"
         elif env.get("ADVISOR_VLLM_NUMA_BIND", "0") == "1":
-            extra = ["--numa-bind"]
+            extra.append("--numa-bind")
             binding = f"vllm --numa-bind over nodes {joined}"
             notes.append(f"replica GPUs {env['ADVISOR_GPUS']} span NUMA nodes {joined}: vLLM "
                          "--numa-bind binds each worker")

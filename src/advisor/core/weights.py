@@ -1,0 +1,164 @@
+"""Which weights a deployment serves: the checkpoint as published, or fp8 — a published fp8
+checkpoint where the model catalog knows one, else vLLM's on-the-fly fp8 (``--quantization
+fp8``). :func:`options` turns a ``--quantization`` choice into the weight options the ranking
+sizes and estimates like any other layout; :func:`refusal` says why a GPU cannot run one.
+
+Evidence, next to each rule:
+
+- W8A8 fp8 needs fp8 tensor cores (compute capability >= 8.9: Ada Lovelace, Hopper,
+  Blackwell); Ampere runs fp8 checkpoints as weight-only W8A16 through the FP8 Marlin kernel,
+  older GPUs not at all (vLLM docs, features/quantization/fp8.md, as of v0.5.5-v0.11: "FP8
+  computation is supported on NVIDIA GPUs with compute capability > 8.9 ... FP8 models will
+  run on compute capability > 8.0 (Ampere) as weight-only W8A16, utilizing FP8 Marlin"). The
+  catalog's ``fp8_tflops`` is null exactly for the GPUs without fp8 tensor cores, so it decides
+  W8A8; the architecture decides Marlin. AMD CDNA 3 runs fp8 W8A8 (same page: "hardware
+  acceleration on GPUs such as Nvidia H100 and AMD MI300x").
+- On-the-fly fp8 quantizes every Linear layer but the lm_head to fp8 with a per-tensor scale,
+  and loads the model at its original precision first: "Currently, we load the model at
+  original precision before quantizing down to 8-bits, so you need enough memory to load the
+  whole model" (same page, Online Dynamic Quantization). So each GPU must hold its share of the
+  checkpoint's own weights at load time, whatever the fp8 size after it: :func:`load_gib`.
+- A published checkpoint is served by its repo id; vLLM reads its quantization from its
+  config.json (no flag). Its size is the scheme's: every linear layer of the transformer
+  blocks at one byte (the checkpoints named in ``catalogs/models/index.yaml`` say so on their
+  cards), embeddings and lm_head at the activation dtype.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from advisor.catalog.schema import ModelAlias
+    from advisor.core.model import ModelSpec
+
+#: what ``--quantization`` takes on recommend, plan, render and provision: the checkpoint as
+#: published (none), fp8 weights, or both side by side (auto)
+SEARCH_CHOICES = ("none", "fp8", "auto")
+
+#: architectures whose fp8 runs as weight-only W8A16 through FP8 Marlin (vLLM fp8 docs above)
+MARLIN_FP8 = {"Ampere"}
+
+#: checkpoint formats vLLM runs on fp8 tensor cores only: NVIDIA ModelOpt fp8 (its model
+#: cards list Blackwell, Hopper and Lovelace as the supported hardware, e.g.
+#: huggingface.co/nvidia/Llama-3.1-405B-Instruct-FP8; vLLM's ModelOptFp8Config sets compute
+#: capability 8.9 as its minimum)
+NEEDS_FP8_CORES = {"modelopt"}
+
+#: the closest published accuracy measurement of on-the-fly fp8: Intel auto-round,
+#: docs/fp8_block_acc.md @ 48a84bbd (lm-eval on vLLM, 12 tasks' average, round-to-nearest fp8
+#: without calibration, 128x128-block scales; vLLM 0.11's on-the-fly fp8 scales per tensor)
+ONLINE_FP8_ACCURACY = (
+    "closest published measurement: round-to-nearest block-fp8 (no calibration) kept the "
+    "12-task lm-eval average of Meta-Llama-3-8B-Instruct at 0.6297 vs 0.6311 in bf16 and of "
+    "Qwen3-8B at 0.6520 vs 0.6524 (intel/auto-round docs/fp8_block_acc.md @ 48a84bbd); vLLM's "
+    "on-the-fly fp8 scales per tensor, which that table does not measure")
+
+
+class Weights(BaseModel):
+    """The weights one recommendation assumes: what is served, how vLLM is told, and what
+    is published about the accuracy it costs."""
+
+    model_config = ConfigDict(frozen=True)
+    #: "as published" (the checkpoint's own dtype or quantization) or "fp8"
+    scheme: str
+    #: the repo id vLLM serves (a published quantized checkpoint), None: the model's own
+    checkpoint: str | None = None
+    #: how the weights come to be: the checkpoint's own, a published checkpoint's format, or
+    #: "on-the-fly" (vLLM quantizes at load)
+    source: str
+    #: vLLM's --quantization value the launcher passes (None: read from the checkpoint)
+    vllm_quantization: str | None = None
+    #: the kernel path on the ranked GPU ("W8A8", "W8A16 via FP8 Marlin"), None for bf16
+    kernel: str | None = None
+    #: the published accuracy delta for this scheme and model, or why none is stated
+    accuracy: str
+    #: where the checkpoint and its facts come from (None: the model's own)
+    source_url: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.checkpoint:
+            return f"{self.scheme} ({self.checkpoint})"
+        if self.scheme == "fp8":
+            return f"fp8 ({self.source})"
+        return f"as published ({self.source})"
+
+    @property
+    def short(self) -> str:
+        """fp8, or the published dtype (bf16, fp16) or quantization: a table cell."""
+        if self.scheme == "fp8":
+            return "fp8"
+        return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(self.source,
+                                                                               self.source)
+
+
+def check_choice(value: str | None, where: str = "--quantization") -> str:
+    """A search choice (none, fp8, auto), lower-cased; UserInputError otherwise."""
+    from advisor.errors import UserInputError
+
+    v = (value or "none").lower()
+    if v not in SEARCH_CHOICES:
+        raise UserInputError(
+            f"{where} {value!r} is not a weight choice advisor can search",
+            hint="none (the checkpoint as published), fp8, or auto (both side by side); "
+            "for a checkpoint quantized another way (awq, gptq, …) give its config.json "
+            "with --model")
+    return v
+
+
+def refusal(weights: Weights, architecture: str | None, fp8_tflops: float | None) -> str | None:
+    """Why a GPU cannot run ``weights`` in vLLM (None: it can), per the module's evidence."""
+    if weights.scheme != "fp8":
+        return None
+    if weights.source in NEEDS_FP8_CORES and not fp8_tflops:
+        return (f"the {weights.source} fp8 checkpoint {weights.checkpoint} needs fp8 tensor "
+                f"cores (Ada, Hopper, Blackwell); {architecture or 'this GPU'} has none")
+    if fp8_tflops or architecture in MARLIN_FP8:
+        return None
+    return (f"fp8 weights need fp8 tensor cores (Ada, Hopper, Blackwell) or FP8 Marlin "
+            f"(Ampere) in vLLM; {architecture or 'this GPU'} has neither")
+
+
+def kernel_for(weights: Weights, fp8_tflops: float | None) -> str | None:
+    if weights.scheme != "fp8":
+        return None
+    return "W8A8" if fp8_tflops else "W8A16 via FP8 Marlin"
+
+
+def load_gib(weights: Weights, own_weights_gib: float) -> float | None:
+    """GiB of weights the whole model holds while vLLM loads it, where that is more than the
+    served size: on-the-fly fp8 loads the checkpoint's own precision first (None otherwise)."""
+    return own_weights_gib if weights.source == "on-the-fly" else None
+
+
+def options(choice: str, spec: ModelSpec, alias: ModelAlias | None
+            ) -> list[tuple[Weights, str | None]]:
+    """(weights, the sizer's quantization override) for each option ``choice`` asks for:
+    none -> the checkpoint as published; fp8 -> a published fp8 checkpoint the catalog knows
+    (preferred: no full-precision load, calibrated by its publisher), else on-the-fly fp8;
+    auto -> both. A checkpoint already at 8 bits or fewer offers only itself."""
+    own = Weights(scheme="as published", source=(spec.quantization.method if spec.quantization
+                                                  else spec.torch_dtype),
+                  accuracy="the published checkpoint: no quantization delta")
+    out: list[tuple[Weights, str | None]] = []
+    if choice in ("none", "auto"):
+        out.append((own, None))
+    already = spec.quantization is not None and spec.quantization.bytes_per_weight <= 1.0
+    if choice in ("fp8", "auto") and not already:
+        # a published checkpoint first (no full-precision load, calibrated by its publisher);
+        # on-the-fly fp8 as well, for the GPUs a checkpoint's format does not run on (the
+        # ranking keeps one fp8 offer per instance, the checkpoint's where both fit)
+        for c in (alias.quantized if alias else []):
+            if c.scheme == "fp8":
+                out.append((Weights(scheme="fp8", checkpoint=c.hf_id, source=c.format,
+                                    accuracy=c.accuracy or "no published accuracy delta found "
+                                    f"for {c.hf_id} (see catalogs/models/index.yaml)",
+                                    source_url=c.sources["default"].source), c.format))
+        out.append((Weights(scheme="fp8", source="on-the-fly", vllm_quantization="fp8",
+                            accuracy=ONLINE_FP8_ACCURACY), "fp8"))
+    if not out:  # fp8 asked of a checkpoint already at 8 bits or fewer: it is its own answer
+        out.append((own, None))
+    return out

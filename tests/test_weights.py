@@ -1,0 +1,168 @@
+"""Quantized weights in the search (issue 30): --quantization none|fp8|auto on recommend,
+render and provision; which GPUs run fp8 in vLLM; on-the-fly fp8's full-precision load; a
+published checkpoint served by its repo id; the launcher's --quantization flag, run for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from typer.testing import CliRunner
+
+import advisor
+from advisor.api import load_catalog
+from advisor.cli import app
+from advisor.core.engine import GIB
+from advisor.core.model import DTYPE_BYTES
+from advisor.core.sizing import weights_per_gpu
+from advisor.core.weights import MARLIN_FP8, Weights, check_choice, options, refusal
+from advisor.errors import UserInputError
+from advisor.render.cloudinit import RenderRequest, replica_env, templates_dir
+
+CAT = load_catalog()
+LAUNCH = templates_dir() / "vllm-launch.sh"
+
+
+def _key(r):
+    return f"{r.provider}:{r.instance}"
+
+
+def test_405b_fp8_picks_one_8_gpu_instance_and_serves_the_published_checkpoint():
+    bf16 = advisor.recommend("llama-3.1-405b", 8192, top=1)[0]
+    fp8 = advisor.recommend("llama-3.1-405b", 8192, top=1, quantization="fp8")[0]
+    # in bf16 (810 GB) no single 8-GPU instance under the fp8 pick's price serves it
+    assert fp8.plan.nodes == 1 and fp8.gpu_count == 8 and fp8.weights.scheme == "fp8"
+    assert fp8.weights.checkpoint == "nvidia/Llama-3.1-405B-Instruct-FP8"
+    assert fp8.weights.vllm_quantization is None  # the checkpoint's config says fp8 itself
+    assert fp8.usd_per_hour * fp8.plan.nodes < bf16.usd_per_hour * bf16.plan.nodes
+    # the fp8 checkpoint's weights are about half the bf16 ones, per GPU at the same TP
+    assert fp8.fit.weights_gib * fp8.plan.tp < 0.55 * 810 / 1.0737
+
+
+def test_modelopt_checkpoint_needs_fp8_tensor_cores_and_ampere_falls_back_to_on_the_fly():
+    ckpt = Weights(scheme="fp8", checkpoint="nvidia/x", source="modelopt", accuracy="-")
+    otf = Weights(scheme="fp8", source="on-the-fly", vllm_quantization="fp8", accuracy="-")
+    a100 = CAT.gpus["A100-80GB-SXM"]
+    h100 = CAT.gpus["H100-SXM"]
+    assert "tensor cores" in refusal(ckpt, a100.architecture, a100.fp8_tflops)
+    assert refusal(ckpt, h100.architecture, h100.fp8_tflops) is None
+    assert refusal(otf, a100.architecture, a100.fp8_tflops) is None  # FP8 Marlin, W8A16
+    t4 = CAT.gpus["T4"]
+    assert "neither" in refusal(otf, t4.architecture, t4.fp8_tflops)
+    assert {"Ampere"} == MARLIN_FP8  # pinned: vLLM's fp8 docs
+    # 405B on 8 x A100-80GB: the checkpoint is refused and on-the-fly fp8 must load the bf16
+    # weights first (810 GB / 8 > 80 GB), so one p4de does not serve it in fp8
+    recs, rej = advisor.recommend("llama-3.1-405b", 8192, quantization="fp8",
+                                  instances=["aws:p4de.24xlarge"], max_nodes=1,
+                                  with_rejected=True)
+    assert not recs
+    assert "loads the original weights first" in rej[0].reason
+    assert "tensor cores" in rej[0].reason
+
+
+def test_on_the_fly_load_limit_is_the_bf16_share_per_gpu():
+    spec = advisor.model_spec("llama-3.1-70b")
+    own = sum(weights_per_gpu(spec, 1, 1, DTYPE_BYTES[spec.torch_dtype])) / GIB
+    # 70B in bf16 is ~131 GiB: on 2 x H100 (79 GiB each) on-the-fly fp8 loads 66 GiB a GPU
+    recs = advisor.recommend("llama-3.1-70b", 8192, quantization="fp8",
+                             instances=["aws:p5.48xlarge"])
+    r = recs[0]
+    assert r.weights.source == "on-the-fly" and r.weights.vllm_quantization == "fp8"
+    assert own / (r.plan.tp * r.plan.pp) <= CAT.gpus[r.gpu].cuda_memory_gib
+    assert r.weights.kernel == "W8A8"
+    assert "auto-round" in r.weights.accuracy  # the cited closest measurement
+
+
+def test_auto_lists_both_weights_side_by_side_in_one_order():
+    recs = advisor.recommend("llama-3.1-405b", 8192, quantization="auto", top=None)
+    schemes = {r.weights.scheme for r in recs}
+    assert schemes == {"as published", "fp8"}
+    both = {_key(r) for r in recs if r.weights.scheme == "fp8"} & {
+        _key(r) for r in recs if r.weights.scheme == "as published"}
+    assert both  # an instance that serves both appears once for each
+    keys = [(not r.deployable, r.score, r.usd_per_million_output_tokens, r.usd_per_hour)
+            for r in recs]
+    assert keys == sorted(keys)
+    # none: only the published weights, and the same first pick as without the option
+    plain = advisor.recommend("llama-3.1-405b", 8192, top=3)
+    none = advisor.recommend("llama-3.1-405b", 8192, top=3, quantization="none")
+    assert [_key(r) for r in plain] == [_key(r) for r in none]
+    assert all(r.weights.scheme == "as published" for r in none)
+
+
+def test_a_checkpoint_already_quantized_is_its_own_fp8_answer():
+    spec = advisor.model_spec("gpt-oss-20b")
+    got = options("fp8", spec, CAT.models.get("gpt-oss-20b"))
+    assert [w.scheme for w, _ in got] == ["as published"] and got[0][1] is None
+
+
+@pytest.mark.parametrize("bad", ["int3", "awq", "FP8 ", "fp16"])
+def test_a_choice_outside_the_search_is_one_clear_line(bad):
+    with pytest.raises(UserInputError, match="--quantization") as e:
+        check_choice(bad)
+    assert "none" in e.value.hint and "\n" not in str(e.value)
+    assert check_choice("FP8") == "fp8" and check_choice(None) == "none"
+
+
+def test_cli_recommend_shows_the_weights_and_their_accuracy(tmp_path):
+    res = CliRunner().invoke(app, ["recommend", "--model", "llama-3.1-405b", "--ctx", "8192",
+                                   "--quantization", "auto", "--top", "8"])
+    assert res.exit_code == 0, res.output
+    assert " fp8 " in res.output and " bf16 " in res.output
+    assert "= weights: fp8 (nvidia/Llama-3.1-405B-Instruct-FP8)" in res.output
+    assert "= with the weights as published (bfloat16) the first pick is" in res.output
+    body = json.loads(CliRunner().invoke(app, [
+        "recommend", "--model", "llama-3.1-405b", "--ctx", "8192", "--quantization", "fp8",
+        "--json", "--top", "2"]).output)
+    assert body[0]["weights"]["checkpoint"] == "nvidia/Llama-3.1-405B-Instruct-FP8"
+    bad = CliRunner().invoke(app, ["recommend", "--model", "llama-3-8b", "--ctx", "8192",
+                                   "--quantization", "int3"])
+    assert bad.exit_code == 2 and "--quantization" in bad.output
+
+
+def test_render_passes_the_checkpoint_or_the_flag(tmp_path):
+    ck = advisor.render_files("llama-3.1-405b", 8192, quantization="fp8",
+                              api_key_ref="aws-ssm:/k", hf_token_ref="aws-ssm:/t",
+                              instance="aws:p5.48xlarge")
+    env = ck.files["env/vllm-0.env"]
+    assert "ADVISOR_MODEL=nvidia/Llama-3.1-405B-Instruct-FP8\n" in env
+    assert "ADVISOR_QUANTIZATION" not in env
+    otf = advisor.render_files("llama-3.1-70b", 8192, quantization="fp8",
+                               api_key_ref="aws-ssm:/k", hf_token_ref="aws-ssm:/t",
+                               instance="aws:p5.48xlarge")
+    env = otf.files["env/vllm-0.env"]
+    assert "ADVISOR_MODEL=meta-llama/Llama-3.1-70B-Instruct\n" in env
+    assert "ADVISOR_QUANTIZATION=fp8\n" in env
+    k8s = advisor.render_files("llama-3.1-70b", 8192, quantization="fp8", target="k8s",
+                               api_key_ref="aws-ssm:/k", hf_token_ref="aws-ssm:/t",
+                               instance="aws:p5.48xlarge")
+    assert any("--quantization" in text and "fp8" in text for text in k8s.files.values())
+    with pytest.raises(UserInputError, match="--tp with --quantization"):
+        advisor.render_files("llama-3.1-70b", 8192, quantization="fp8", tp=8,
+                             api_key_ref="aws-ssm:/k", hf_token_ref="aws-ssm:/t",
+                             instance="aws:p5.48xlarge")
+
+
+def test_the_launcher_itself_passes_quantization_and_refuses_anything_else(tmp_path):
+    """The real launcher under bash (dry run), against a GPU-less sysfs: the flag it prints is
+    the one the env file asks for, in the order local.py's --print computes."""
+    from advisor.core.layouts import place
+
+    inst = CAT.instance("aws:p5.48xlarge")
+    req = RenderRequest(model="meta-llama/Llama-3.1-70B-Instruct", max_model_len=8192,
+                        vllm_version="0.11.0", api_key_ref="file:/k", quantization="fp8")
+    env = dict(line.split("=", 1) for line in replica_env(
+        req, place(inst, CAT, 2, 1), 0).splitlines())
+    (tmp_path / "sys").mkdir()
+    base = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1",
+            "ADVISOR_SYSFS_ROOT": str(tmp_path / "sys"), "ADVISOR_BUS_IDS": ""}
+    run = subprocess.run(["bash", str(LAUNCH)], env={**base, **env}, capture_output=True,
+                         text=True, timeout=30, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.rstrip().endswith("--gpu-memory-utilization 0.9 --quantization fp8")
+    bad = subprocess.run(["bash", str(LAUNCH)],
+                         env={**base, **env, "ADVISOR_QUANTIZATION": "fp8; id"},
+                         capture_output=True, text=True, timeout=30, check=False)
+    assert bad.returncode == 1 and "must be fp8 or unset" in bad.stderr and not bad.stdout
