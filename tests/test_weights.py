@@ -166,3 +166,18 @@ def test_the_launcher_itself_passes_quantization_and_refuses_anything_else(tmp_p
                          env={**base, **env, "ADVISOR_QUANTIZATION": "fp8; id"},
                          capture_output=True, text=True, timeout=30, check=False)
     assert bad.returncode == 1 and "must be fp8 or unset" in bad.stderr and not bad.stdout
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--dtype", "fp8"], "--quantization fp8"),
+    (["--quantization", "auto"], "fit and perf size one"),
+])
+def test_fit_points_fp8_at_quantization_and_refuses_auto(args, says):
+    res = CliRunner().invoke(app, ["fit", "--model", "llama-3.1-70b", "--gpu", "H100-SXM",
+                                   "--ctx", "8192", *args])
+    assert res.exit_code == 2 and says in res.output and "Traceback" not in res.output
+    # fp8 itself sizes the weights at one byte: about half of bf16
+    bf16, _, _ = advisor.fit("llama-3.1-70b", "H100-SXM", tp=2, max_model_len=8192)
+    fp8, _, _ = advisor.fit("llama-3.1-70b", "H100-SXM", tp=2, max_model_len=8192,
+                            quantization="fp8")
+    assert 0.45 < fp8.weights_gib / bf16.weights_gib < 0.56

@@ -260,6 +260,16 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     from advisor.core.sizing import FitRequest, with_confidence
     from advisor.core.sizing import fit as _fit
 
+    if isinstance(dtype, str) and dtype.lower() in ("fp8", "float8", "fp8_e4m3", "int8", "int4"):
+        raise UserInputError(f"--dtype {dtype!r}: --dtype is the activation dtype (auto, "
+                             "bfloat16, float16 or float32)",
+                             hint="for fp8 weights give --quantization fp8; for an fp8 KV "
+                             "cache --kv-cache-dtype fp8")
+    if isinstance(quantization, str) and quantization.lower() == "auto":
+        raise UserInputError("--quantization auto searches both weights (recommend, plan, "
+                             "render, provision); fit and perf size one",
+                             hint="give --quantization none or fp8 (or the method of a "
+                             "checkpoint: awq, gptq, …)")
     cat = catalog or load_catalog()
     spec = model_spec(model, catalog=cat, quantization=quantization)
     gid, mem, mem_source = gpu_memory_gib(cat, gpu, gpu_memory_gib_override)
