@@ -155,7 +155,10 @@ def test_probe_mismatches_on_a_documented_instance(tmp_path):
 def test_probe_on_an_undocumented_instance_quotes_the_map(tmp_path):
     root = make_sysfs(tmp_path, {0: "0-95", 1: "96-191"}, EIGHT)
     path = tmp_path / "topology.json"
-    path.write_text(probe(root).model_dump_json())
+    h200 = probe(root).model_dump()  # p5e has H200s: the probe must show their PCI id
+    for g in h200["gpus"]:
+        g["device_id"] = "0x2335"
+    path.write_text(json.dumps(h200))
     t = make_ticket("aws:p5e.48xlarge", probe=path)  # no published map (p5's is inferred)
     golden("probe-undocumented.md", t.render("markdown"))
     q = next(q for q in t.questions if q.topic == "probe:gpu-node-unknown")
@@ -219,3 +222,103 @@ def test_cli_writes_the_ticket(cli, tmp_path):
     assert "GPU0→0" in r.stdout
     j = cli("ticket", "--instance", "aws:p5.48xlarge", "--json")
     assert json.loads(j.stdout)["instance"] == "p5.48xlarge"
+
+
+# -- a ticket states only what advisor does (issue 30) ------------------------------------------
+def _every_ticket_text() -> list[str]:
+    texts = [p.read_text(encoding="utf-8") for p in sorted(GOLD.iterdir())]
+    for key in ("aws:p5.48xlarge", "gcp:a3-highgpu-8g", "aws:p6-b300.48xlarge",
+                "azure:Standard_ND96isr_H100_v5", "aws:g6e.xlarge"):
+        texts.append(make_ticket(key).render("text"))
+    return texts
+
+
+def test_the_ranking_claim_is_the_rankings_default():
+    """The memory-bandwidth question said 'advisor ranks instances by it' (host memory
+    bandwidth): it does not. The sentence now names the default ranking, and this test fails
+    if the ranking's default figure or the weight it multiplies by changes."""
+    from advisor.tickets import DEFAULT_RANKING
+
+    for text in _every_ticket_text():
+        assert "ranks instances by" not in text and "advisor ranks instances" not in text
+    recs = advisor.recommend("qwen3-8b", 8192)
+    assert recs
+    for r in recs:  # the default score: $/h of the replica's instances x (1 + NUMA weight)
+        assert r.basis.score == "$/h of one replica x (1 + host NUMA weight)"
+        want = r.usd_per_hour * r.plan.nodes * (1 + r.host.numa_weight)
+        assert r.score == pytest.approx(want, rel=1e-5), r.instance
+    assert DEFAULT_RANKING.startswith("the $/h of one replica within the latency targets")
+    assert "NUMA-placement weight" in DEFAULT_RANKING
+    mem = next(q for q in make_ticket("aws:p5.48xlarge").questions
+               if q.topic == "memory-bandwidth")
+    assert f"by default advisor ranks offers by {DEFAULT_RANKING}." in mem.why
+    assert "host memory bandwidth carries no weight" in mem.why
+    assert "--cpu-offload-gb" in mem.why  # the one place it enters: the offload estimate
+
+
+def test_the_numa_and_cpu_claims_are_the_codes():
+    from advisor.core.host import NUMA_WEIGHT, cpu_floor, physical_cores, regime
+    from advisor.tickets import HOST_HEAVY_WEIGHT
+
+    assert HOST_HEAVY_WEIGHT == NUMA_WEIGHT["host-heavy"]["unknown"] \
+        == NUMA_WEIGHT["host-heavy"]["spans-nodes"] > 0 == NUMA_WEIGHT["host-heavy"]["aligned"]
+    inst = CAT.instance("aws:p5.48xlarge")
+    nps2 = inst.model_copy(update={"host": inst.host.model_copy(
+        update={"numa_domains_per_socket": 2})})
+    assert regime(nps2, 1, 0.0)[0] == "host-heavy"  # "more than one domain ... host-heavy"
+    t = make_ticket("aws:p5.48xlarge")
+    numa = next(q for q in t.questions if q.topic == "numa-sockets")
+    assert f"+{HOST_HEAVY_WEIGHT:.0%} on the score" in numa.why
+    cpu = next(q for q in t.questions if q.topic == "cpu-pinning")
+    assert cpu_floor(8) == 10 and "2 + N physical cores (10 for these 8 GPU(s))" in cpu.why
+    assert physical_cores(inst) == inst.vcpus // 2  # "two vCPUs per core unless SMT is off"
+    launcher = (Path(__file__).parents[1] / "templates" / "vllm-launch.sh").read_text()
+    assert 'numa=(numactl "--cpunodebind=$joined" "--membind=$joined")' in launcher
+    assert 'threads=$((total / sharing))' in launcher  # OMP_NUM_THREADS: node CPUs / replicas
+
+
+# -- the region and the probe must be the instance's ---------------------------------------------
+@pytest.mark.parametrize("key,region,needle", [
+    ("gcp:a2-highgpu-8g", "eu-west-1", "'eu-west-1' is a region of aws, not of gcp"),
+    ("aws:p4d.24xlarge", "us-central1", "'us-central1' is a region of gcp, not of aws"),
+    ("aws:p4d.24xlarge", "mars-1", "no instance type of aws is priced in region 'mars-1'"),
+    ("aws:p4d.24xlarge", "us-west-1", "aws:p4d.24xlarge is not priced in aws region"),
+    ("aws:p4d.24xlarge", "US-EAST-1", "did you mean us-east-1?"),
+    ("aws:p4d.24xlarge", "us-east-1 ", "did you mean us-east-1?"),
+])
+def test_a_region_the_instance_is_not_offered_in_is_refused(key, region, needle):
+    with pytest.raises(UserInputError) as e:
+        make_ticket(key, region=region)
+    assert needle in f"{e.value.message} — hint: {e.value.hint}"
+    assert make_ticket(key, region=sorted(CAT.instance(key).prices)[0]).region
+
+
+def _probe_of(tmp_path: Path, gpus: list[tuple[str, int]], device: str) -> dict:
+    root = make_sysfs(tmp_path / device, {0: "0-47", 1: "48-95"}, gpus)
+    topo = json.loads(probe(root).model_dump_json())
+    for g in topo["gpus"]:
+        g["device_id"] = device
+    return topo
+
+
+@pytest.mark.parametrize("gpus,device,needle", [
+    ([], "0x20b0", "the probe shows 0 GPUs; aws:p4d.24xlarge has 8 × A100-40GB-SXM"),
+    (EIGHT[:4], "0x20b0", "the probe shows 4 × A100-40GB-SXM; aws:p4d.24xlarge has 8 × "),
+    (EIGHT, "0x27b8", "the probe shows 8 × L4; aws:p4d.24xlarge has 8 × A100-40GB-SXM"),
+    (EIGHT, "0x9999", "the probe shows 8 × PCI device 0x9999 of vendor nvidia; aws:p4d"),
+])
+def test_a_probe_of_another_machine_is_refused(tmp_path, gpus, device, needle):
+    with pytest.raises(UserInputError, match="the probe shows") as e:
+        make_ticket("aws:p4d.24xlarge", probe=_probe_of(tmp_path, gpus, device))
+    assert needle in e.value.message
+    assert "advisor topology --json" in (e.value.hint or "")
+
+
+def test_a_probe_of_the_instance_is_accepted_and_never_renders_zero_gpus(tmp_path):
+    t = make_ticket("aws:p4d.24xlarge", probe=_probe_of(tmp_path, EIGHT, "0x20b0"))
+    assert t.probe and "8 GPU(s): GPU0→0" in t.probe
+    for fmt in ("markdown", "text", "json"):
+        assert "0 GPU(s)" not in t.render(fmt)  # type: ignore[arg-type]
+    no_nodes = _probe_of(tmp_path / "n", EIGHT, "0x20b0") | {"nodes": []}
+    with pytest.raises(UserInputError, match="lists no NUMA node"):
+        make_ticket("aws:p4d.24xlarge", probe=no_nodes)

@@ -19,9 +19,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import InstanceType, Provenance, provenance_of
+from advisor.core.host import NUMA_WEIGHT, cpu_floor
+from advisor.errors import UserInputError
 from advisor.host.topology import Difference, Topology, differences, gpu_nodes
 
 Format = Literal["markdown", "text", "json"]
+
+# -- what a ticket says advisor does: each phrase is true of the code it names, and
+#    tests/test_tickets.py pins it there ---------------------------------------------------------
+#: what advisor.core.ranking scores an offer by with no load and the default objective
+#: (Basis.score: "$/h of one replica x (1 + host NUMA weight)")
+DEFAULT_RANKING = ("the $/h of one replica within the latency targets, times 1 + a NUMA-placement "
+                   "weight")
+#: advisor.core.host.NUMA_WEIGHT: a host-heavy plan whose replica is not known to sit on one node
+HOST_HEAVY_WEIGHT = NUMA_WEIGHT["host-heavy"]["unknown"]
 
 #: what each provider calls a machine size
 def product_word(provider: str) -> str:
@@ -218,18 +229,24 @@ class _Builder:
                      f"Do the guest's NUMA nodes map one-to-one onto the host's physical "
                      f"sockets, or onto sub-socket domains? Which {setting} do the hosts of "
                      f"this {word} run with?{known}",
-                     f"advisor binds each vLLM replica to one NUMA node; if a node is a slice "
-                     f"of a socket ({examples}) or spans two sockets, the bound "
-                     "replica gets a different share of memory bandwidth and locality than "
-                     "planned.", commands=["numactl --hardware", "lscpu"])
+                     "advisor's launcher binds each vLLM replica to its GPUs' NUMA node "
+                     f"(numactl --cpunodebind/--membind); if a node is a slice of a socket "
+                     f"({examples}) or spans two sockets, the bound replica gets a different "
+                     "share of memory bandwidth and locality than a whole socket gives, and "
+                     "advisor's ranking counts more than one NUMA domain per socket as "
+                     f"host-heavy: +{HOST_HEAVY_WEIGHT:.0%} on the score of a replica not known "
+                     "to sit on one node.", commands=["numactl --hardware", "lscpu"])
         if h.dedicated_cores is None or h.smt_siblings_exposed is None:
             self.ask("cpu-pinning",
                      "Are the VM's vCPUs pinned to dedicated physical cores, and how are SMT "
                      "siblings exposed (both threads of a core as vCPU pairs, or one thread "
                      "per core)?",
-                     "vLLM's scheduler, tokenizer and CUDA launch threads are latency-"
-                     "sensitive: advisor sizes OMP_NUM_THREADS and the CPU binding from the "
-                     "node's vCPUs, which is only right when they are whole, unshared cores.",
+                     "vLLM's API server, engine core and per-GPU workers each keep a core "
+                     f"busy: advisor checks vLLM's floor of 2 + N physical cores ({cpu_floor(n)} "
+                     f"for these {n} GPU(s)), counting two vCPUs per core unless SMT is known "
+                     "to be off, and its launcher sets OMP_NUM_THREADS to the NUMA node's CPUs "
+                     "shared among the replicas bound there; both are right only when the "
+                     "vCPUs are whole, unshared cores.",
                      commands=["lscpu -e", "cat /sys/devices/system/cpu/cpu0/topology/"
                                            "thread_siblings_list"])
         if h.memory_bandwidth_gb_s is None or h.memory_channels is None:
@@ -242,8 +259,11 @@ class _Builder:
             self.ask("memory-bandwidth",
                      "What memory bandwidth, and how many memory channels, are available to "
                      f"this VM on each NUMA node?{cpu_known}",
-                     "model loading, KV-cache offload to host memory and the sampler's host "
-                     "work are bound by host memory bandwidth; advisor ranks instances by it.",
+                     "with --cpu-offload-gb, weights stream from host memory in every forward "
+                     "pass: advisor estimates that stream at the lower of the PCIe link and the "
+                     "replica's share of the CPU's published memory bandwidth, which may not be "
+                     "the VM's. Otherwise host memory bandwidth carries no weight: by default "
+                     f"advisor ranks offers by {DEFAULT_RANKING}.",
                      commands=["numactl --hardware", "dmidecode -t memory (where permitted)"])
         if n > 1 and (h.pcie_switches is None or h.gpudirect_rdma is None):
             self.ask("pcie",
@@ -256,9 +276,10 @@ class _Builder:
             self.ask("stability",
                      "Is the topology (GPU-to-NUMA map, NUMA nodes, vCPU numbering) the same "
                      "after stop/start, resize and host maintenance events?",
-                     "advisor resolves the binding from sysfs at every boot, but plans from "
-                     "the published map: a map that can change makes both the plan and this "
-                     "ticket's answers host-specific.",
+                     "advisor's launcher reads the binding from sysfs at every boot, but its "
+                     "recommendation judges NUMA placement from the published map: a map that "
+                     "can change makes both the recommendation and this ticket's answers "
+                     "host-specific.",
                      commands=["advisor topology --json (before and after a stop/start)"])
 
     # -- the probe's differences ------------------------------------------------------------
@@ -279,8 +300,8 @@ class _Builder:
                          f"{seen}{doc}. Can the hypervisor expose this GPU's NUMA affinity to "
                          "the guest (ACPI proximity domain, _PXM), and which node does it sit "
                          "on?",
-                         "with numa_node -1 the launcher cannot bind the replica and runs it "
-                         "unbound: its memory lands wherever the kernel puts it.",
+                         "with numa_node -1 advisor's launcher cannot bind the replica and "
+                         "runs it unbound: its memory lands wherever the kernel puts it.",
                          [seen], gpu_cmds + [f"lspci -vvv -s {d.bus_id}" if d.bus_id else
                                              "lspci -vvv"])
             elif d.kind == "gpu-node-mismatch":
@@ -290,15 +311,19 @@ class _Builder:
                          f"{seen}, but the catalog ({numa_src}) documents node {d.claimed}. Is "
                          f"the published map out of date, or do hosts of this {word} differ? "
                          "Which map holds?",
-                         "advisor places tensor-parallel groups from the published map; a "
-                         "wrong map puts a group across sockets.", [seen], gpu_cmds)
+                         "advisor gives each replica consecutive GPUs and judges from the "
+                         "published map whether they share a NUMA node (the placement risk "
+                         "and weight of its recommendation); a wrong map hides a replica that "
+                         "crosses sockets.", [seen], gpu_cmds)
             elif d.kind == "node-count":
                 said = (f"the catalog says {d.claimed}" if d.claimed is not None else
                         "no public document states the count")
                 self.ask("probe:node-count",
                          f"The guest shows {d.observed} NUMA node(s), {said}. How many NUMA "
                          f"nodes does a guest of this {word} see, on every host?",
-                         "the number of nodes decides how many replicas advisor binds apart.",
+                         "advisor's launcher binds each replica to its GPUs' node and shares "
+                         "that node's CPUs among the replicas bound there (OMP_NUM_THREADS): "
+                         "the node count decides which CPUs each replica gets.",
                          [f"`numactl --hardware` lists {d.observed} node(s)"],
                          ["numactl --hardware", "ls -d /sys/devices/system/node/node*"])
             elif d.kind == "fewer-nodes-than-sockets":
@@ -313,13 +338,7 @@ class _Builder:
                                    f"{d.claimed} sockets in the catalog "
                                    f"({self.prov('cpu.sockets').source})"],
                          ["numactl --hardware", "lscpu | grep -i -e socket -e numa"])
-            elif d.kind == "gpu-count":
-                self.ask("probe:gpu-count",
-                         f"The guest shows {d.observed} GPU(s); this {word} has {d.claimed}. "
-                         "Is a GPU failed or hidden from the guest?",
-                         "a missing GPU breaks every tensor-parallel layout planned for the "
-                         "full count.", [f"{d.observed} GPU(s) on the PCI bus"],
-                         ["nvidia-smi -L", "lspci -d 10de:"])
+            # gpu-count: never here, check_probe_matches refuses such a probe
         if unknown:
             seen = ", ".join(f"GPU{d.gpu}→{d.observed}" for d in unknown)
             paths = [f"/sys/bus/pci/devices/{d.bus_id}/numa_node" for d in unknown if d.bus_id]
@@ -327,16 +346,112 @@ class _Builder:
                      f"On our instance the GPUs sit on these NUMA nodes: {seen}. No public "
                      f"document states this map for {inst.name}. Is it the same on every host "
                      f"of this {word}, and can it be published?",
-                     "advisor plans tensor-parallel groups and replica binding from this map; "
-                     "it should not depend on the host the VM lands on.",
+                     "advisor's launcher binds each replica from this map at boot, and its "
+                     "recommendation judges NUMA placement from the published one; it should "
+                     "not depend on the host the VM lands on.",
                      [f"read from {len(paths)} sysfs numa_node file(s), e.g. `{paths[0]}`"]
                      if paths else [f"from nvidia-smi topo -m: {seen}"],
                      ["nvidia-smi topo -m", "cat /sys/bus/pci/devices/*/numa_node"])
 
 
+# -- what a ticket may be asked about ------------------------------------------------------------
+def _regions(cat: Catalog, provider: str) -> set[str]:
+    return {r for i in cat.instances.values() if i.provider == provider for r in i.prices}
+
+
+def check_region(cat: Catalog, inst: InstanceType, region: str) -> None:
+    """``region`` is one where the catalog prices ``inst``; else the one line recommend prints
+    for a region (:func:`advisor.api.check_regions`: whose region it is, if another cloud's),
+    with the closest of this instance's regions as the hint. An instance (or provider) the
+    catalog prices nowhere is asked about any well-formed region: nothing to check it against."""
+    import difflib
+
+    from advisor.api import check_regions
+    from advisor.catalog.schema import REGION
+
+    key = f"{inst.provider}:{inst.name}"
+    mine = sorted(inst.prices)
+    folded = {r.lower(): r for r in mine}
+
+    def hint() -> str:
+        close = ([folded[region.strip().lower()]] if region.strip().lower() in folded else
+                 difflib.get_close_matches(region.lower(), mine, n=3, cutoff=0.6))
+        where = (f"{key} is priced in {len(mine)} region(s)"
+                 + (f", e.g. {', '.join(mine[:4])}" if not close else ""))
+        return ((f"did you mean {', '.join(close)}? " if close else "") + where
+                + f" ('advisor catalog show {key}' lists them)")
+
+    if not REGION.match(region):
+        raise UserInputError(f"--region {region[:80]!r} is not a region name",
+                             hint=hint() if mine else "a region reads like us-east-1")
+    if region in mine or not _regions(cat, inst.provider):
+        return
+    try:
+        check_regions(cat, [region], [inst.provider])
+    except UserInputError as exc:
+        raise UserInputError(exc.message, hint=hint() if mine else exc.hint) from None
+    if mine:  # the provider's region, not this type's
+        raise UserInputError(f"--region: {key} is not priced in {inst.provider} region "
+                             f"{region!r}", hint=hint())
+
+
+def _gpu_label(cat: Catalog, vendor: str, device_id: str | None) -> str | None:
+    """The catalog GPU id a probe's PCI ids name, or None."""
+    if device_id is None:
+        return None
+    hits = sorted(g.id for g in cat.gpus.values() if g.vendor == vendor
+                  and device_id.lower() in g.pci_device_ids)
+    return hits[0] if len(hits) == 1 else None
+
+
+def check_probe_matches(cat: Catalog, inst: InstanceType, topo: Topology) -> None:
+    """The probe was made on an instance of this type: as many GPUs, of the catalog's model
+    (by PCI vendor and device id, where the probe read them), and at least one NUMA node.
+    Anything else is the probe of another machine: one line naming both sides, never a
+    ticket that asks a provider about it."""
+    key = f"{inst.provider}:{inst.name}"
+    gpu = cat.gpus.get(inst.gpu.model)
+    have = f"{key} has {inst.gpu.count} × {inst.gpu.model}"
+    hint = (f"run 'advisor topology --json > topo.json' on the {key} instance and pass "
+            "--probe topo.json")
+    count = len(gpu_nodes(topo))
+    # the probe's GPUs by model, in bus order: the catalog id, else its PCI ids
+    models: dict[str, int] = {}
+    wrong = False
+    for dev in topo.gpus:
+        label = _gpu_label(cat, dev.vendor, dev.device_id)
+        if gpu is not None and (dev.vendor != gpu.vendor or (
+                dev.device_id is not None and gpu.pci_device_ids
+                and dev.device_id.lower() not in gpu.pci_device_ids)):
+            wrong = True
+        name = label or (f"PCI device {dev.device_id} of vendor {dev.vendor[:20]}"
+                         if dev.device_id else f"{dev.vendor[:20]} GPU")
+        models[name] = models.get(name, 0) + 1
+    if count != inst.gpu.count or wrong:
+        seen = ("0 GPUs" if count == 0 else
+                " and ".join(f"{n} × {m}" for m, n in models.items()) if models else
+                f"{count} GPU{'s' if count != 1 else ''}")
+        fewer = (0 < count < inst.gpu.count and not wrong)
+        raise UserInputError(
+            f"the probe shows {seen}; {have}",
+            hint=hint + ("; if it is one and a GPU is missing, that is a failed or hidden GPU "
+                         f"to report to {provider_title(inst.provider)} support" if fewer
+                         else ""))
+    if not topo.nodes:
+        raise UserInputError(f"the probe lists no NUMA node (/sys/devices/system/node was "
+                             f"empty where it ran); a {key} guest shows at least one",
+                             hint=hint)
+
+
 def ticket(inst: InstanceType, catalog: Catalog, *, region: str | None = None,
            probe: Topology | None = None, workload: str | None = None) -> Ticket:
-    """The ticket for ``inst``; ``workload`` is a sentence about the model and its layout."""
+    """The ticket for ``inst``; ``workload`` is a sentence about the model and its layout. A
+    region the catalog does not price ``inst`` in, or a probe of another machine, is a
+    UserInputError (:func:`check_region`, :func:`check_probe_matches`)."""
+    if region is not None:
+        check_region(catalog, inst, region)
+    if probe is not None:
+        check_probe_matches(catalog, inst, probe)
     b = _Builder(catalog, inst, region, probe)
     b.known()
     diffs = differences(probe, inst) if probe is not None else []
@@ -418,7 +533,7 @@ def workload_sentence(model: str, ctx: int, inst: InstanceType, catalog: Catalog
                           for r in p.replica_layout)
     return (f"{model} at a context of {ctx} tokens, served as {p.replicas} vLLM replica(s) of "
             f"tensor-parallel size {p.tp}" + (f" x pipeline {p.pp}" if p.pp > 1 else "")
-            + f" (GPUs {groups}), each bound to its GPUs' NUMA node.")
+            + f" (GPUs {groups}), each bound at boot to the NUMA node sysfs shows for its GPUs.")
 
 
 def make_ticket(instance: str, *, region: str | None = None,
@@ -428,19 +543,19 @@ def make_ticket(instance: str, *, region: str | None = None,
     """``advisor.ticket``: the support ticket for ``instance`` (PROVIDER:TYPE)."""
     from advisor.api import check_fields
     from advisor.catalog import load as load_catalog
-    from advisor.catalog.schema import REGION
-    from advisor.errors import UserInputError
 
     check_fields({k: v for k, v in (("model", model), ("ctx", ctx)) if v is not None})
     cat = catalog or load_catalog()
     inst = cat.instance(instance)
-    if region is not None and not REGION.match(region):
-        raise UserInputError(f"--region {region!r} is not a region name")
+    if region is not None:
+        check_region(cat, inst, region)
     if (model is None) != (ctx is None):
         raise UserInputError("--model and --ctx go together",
                              hint="give both to describe the workload, or neither")
     if ctx is not None and ctx <= 0:
         raise UserInputError(f"--ctx must be positive, not {ctx}")
     topo = load_probe(probe) if probe is not None else None
+    if topo is not None:
+        check_probe_matches(cat, inst, topo)
     work = workload_sentence(model, ctx, inst, cat) if model and ctx else None
     return ticket(inst, cat, region=region, probe=topo, workload=work)

@@ -17,10 +17,12 @@ def ticket_cmd(
     instance: Annotated[str, typer.Option(
         help="PROVIDER:TYPE, e.g. " + EXAMPLE_INSTANCE + ".")],
     region: Annotated[str | None, typer.Option(
-        help="The region to ask about (default: the catalog's priced region).")] = None,
+        help="The region to ask about: one the catalog prices the instance in (default: its "
+        "reference price's region).")] = None,
     probe: Annotated[Path | None, typer.Option(
-        help="The JSON of 'advisor topology --json' from the instance: every difference from "
-        "the catalog becomes a question.")] = None,
+        help="The JSON of 'advisor topology --json' from the instance (its GPU count and "
+        "model must be the instance's): every difference from the catalog becomes a "
+        "question.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m",
                                               help="The model to describe (with --ctx).")]
     = None,
