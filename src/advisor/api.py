@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from advisor.catalog.schema import InstanceType
     from advisor.core.fleets import FleetMiss, FleetOption
     from advisor.core.layouts import Plan
+    from advisor.core.load import CostCurve
     from advisor.core.model import ModelSpec
     from advisor.core.perf import PerfEstimate
     from advisor.core.question import KvCacheDtype, Objective, Question
@@ -329,7 +330,7 @@ def check_regions(cat: Catalog, regions: list[str], providers: list[str]) -> Non
         if region in mine:
             continue
         owners = sorted(p for p, rs in by_provider.items() if region in rs)
-        close = difflib.get_close_matches(region, mine, n=3, cutoff=0.6)
+        close = difflib.get_close_matches(region.strip().lower(), mine, n=3, cutoff=0.6)
         whose = (f"{region!r} is a region of {', '.join(owners)}, not of "
                  f"{', '.join(asked)}" if owners else
                  f"no instance type of {', '.join(asked)} is priced in region {region!r}")
@@ -626,6 +627,66 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
     if not options and not with_misses:
         raise explain_no_fleet(misses, rps, max_instances)
     return (options, misses) if with_misses else options
+
+
+@boundary
+def fleet_curve(model: str, ctx: int, *, rps_from: float, rps_to: float,
+                points: int = 16, lines: int = 4, input_len: int | None = None,
+                output_len: int | None = None, max_instances: int = 64,
+                utilisation: float = 1.0, spare: int = 0,
+                max_tpot_ms: float | None = None, max_ttft_ms: float | None = None,
+                providers: list[str] | None = None, regions: list[str] | None = None,
+                gpus: list[str] | None = None, spot: bool = False,
+                kv_cache_dtype: KvCacheDtype = "auto", vllm_version: str | None = None,
+                catalog: Catalog | None = None, max_nodes: int = 4, batch: bool = False,
+                allow_small_host: bool = False, quantization: str | None = None) -> CostCurve:
+    """The cheapest fleet across a range of loads (``plan --rps-range A:B``): :func:`fleet` at
+    ``points`` loads from ``rps_from`` to ``rps_to`` (both included, log-spaced:
+    :func:`advisor.core.load.curve_loads`), the cheapest and next fleet at each, the ``lines``
+    offers worth drawing and the loads where one of their fleets becomes cheaper than another's
+    (:class:`~advisor.core.load.CostCurve`). The other keywords are :func:`fleet`'s. Raises
+    UserInputError for a range that is not 0 < from < to <= 1e6, and, as :func:`fleet` does,
+    when no fleet of at most ``max_instances`` carries one of the loads."""
+    from advisor.core.fleets import explain_no_fleet, plan_fleet
+    from advisor.core.load import MAX_CURVE_LINES, MAX_CURVE_POINTS, cost_curve, curve_loads
+    from advisor.core.load import targets as targets_for
+
+    hint = "e.g. --rps-range 0.5:40 (requests/s, from:to)"
+    finite("--rps-range start", rps_from, high=1e6)
+    finite("--rps-range end", rps_to, high=1e6)
+    if rps_to <= rps_from:
+        raise UserInputError(f"--rps-range {rps_from:g}:{rps_to:g}: the end must be above the "
+                             "start", hint=hint)
+    for name, n, least, most in (("--points", points, 2, MAX_CURVE_POINTS),
+                                 ("--lines", lines, 1, MAX_CURVE_LINES)):
+        if isinstance(n, bool) or not isinstance(n, int) or not least <= n <= most:
+            raise UserInputError(f"{name} must be a whole number from {least} to {most}, "
+                                 f"not {n!r}", hint=f"give {name} from {least} to {most}")
+    if not isinstance(max_instances, int) or not 0 < max_instances <= 10_000:
+        raise UserInputError(f"--max-instances must be 1-10000, not {max_instances}",
+                             hint="a fleet is at most 10000 instances")
+    cat = catalog or load_catalog()
+    loads = curve_loads(rps_from, rps_to, points)
+    per_load, dates = [], {}
+    for rps in loads:  # what `plan --rps` does at each load (fleet(), step by step)
+        recs = recommend(model, ctx, input_len=input_len, output_len=output_len, rps=rps,
+                         utilisation=utilisation, spare=spare, providers=providers,
+                         regions=regions, gpus=gpus, spot=spot, max_tpot_ms=max_tpot_ms,
+                         max_ttft_ms=max_ttft_ms, batch=batch,
+                         allow_small_host=allow_small_host, kv_cache_dtype=kv_cache_dtype,
+                         vllm_version=vllm_version, catalog=cat, max_nodes=max_nodes,
+                         quantization=quantization)
+        options, misses = plan_fleet(recs, rps, max_instances, utilisation, spare)
+        if not options:
+            raise explain_no_fleet(misses, rps, max_instances)
+        per_load.append(options)
+        dates.update({f"{r.provider}:{r.instance}": r.price_as_of for r in recs})
+    i, o = default_lengths(ctx, input_len, output_len)
+    return cost_curve(model=model, ctx=ctx, input_len=i, output_len=o,
+                      tg=targets_for(max_tpot_ms, max_ttft_ms, batch),
+                      price_kind=per_load[0][0].price_kind, utilisation=utilisation,
+                      spare=spare, max_instances=max_instances, loads=loads, options=per_load,
+                      price_as_of=dates, lines=lines)
 
 
 def recommend_named(model: str, ctx: int, inst: InstanceType, *, catalog: Catalog,

@@ -136,6 +136,9 @@ class Catalog:
             "price": dump(inst.price),
             "prices": {r: dump(q) for r, q in sorted(inst.prices.items())},
             "regions": list(inst.regions),
+            "available_until": (inst.available_until.isoformat() if inst.available_until
+                                else None),
+            "retired": inst.retired(),
             "sources": {k: dump(v) for k, v in inst.sources.items()},
         }
 

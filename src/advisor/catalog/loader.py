@@ -440,6 +440,11 @@ def _attach_prices(raws: _Collected, problems: list[Problem]) -> None:
         # rows below it, a price file's row over the instance files below it
         if priced and isinstance(region, str) and \
                 own_layer >= raws.row_layer.get((key, region), -1):
+            if not own.get("source"):  # the block's own provenance: sources.price, else default
+                srcs = _mapping(data.get("sources"))
+                cite = _mapping(srcs.get("price")) or _mapping(srcs.get("default"))
+                own = {**own, "source": str(cite.get("source") or raw.file)}
+                data["price"] = own
             table[region] = own
         else:
             ref = prices.reference(str(data.get("provider")), table)

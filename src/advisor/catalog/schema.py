@@ -272,9 +272,21 @@ class InstanceType(_Model):
     #: region -> its price, from catalogs/prices/<provider>.csv (and the reference price)
     prices: dict[str, Price] = Field(default_factory=dict)
     regions: list[str] = Field(default_factory=list)
+    #: the provider's retirement date (sources.available_until): from that day the type is
+    #: kept for reference only — never ranked, rendered or provisioned
+    available_until: dt.date | None = None
     sources: Sources
 
     _name = field_validator("name")(_check_name)
+
+    def retired(self, today: dt.date | None = None) -> str | None:
+        """Why this type can no longer be launched (None while it can): its retirement."""
+        day = today or dt.date.today()
+        if self.available_until is None or day < self.available_until:
+            return None
+        cited = " ('advisor catalog show' cites the notice)" if "available_until" in \
+            self.sources else ""
+        return f"{self.key} was retired by {self.provider} on {self.available_until}{cited}"
 
     @model_validator(mode="after")
     def _prices_keyed_by_their_region(self) -> InstanceType:

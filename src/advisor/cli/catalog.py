@@ -15,6 +15,10 @@ from advisor.clouds.registry import CLOUDS, EXAMPLE_INSTANCE
 app = typer.Typer(help="Browse and check the instance catalog.", no_args_is_help=True)
 
 
+#: catalog list --sort keys
+SORTS = ("name", "price", "gpu-memory")
+
+
 @app.command("list")
 def list_(
     provider: Annotated[list[str] | None, typer.Option(
@@ -22,18 +26,46 @@ def list_(
         "catalog's.")] = None,
     gpu: Annotated[str | None, typer.Option(
         help="Only instances with this GPU (id, alias or family).")] = None,
+    region: Annotated[str | None, typer.Option(
+        help="Prices of this region; types not sold or not priced there are left out.")]
+    = None,
+    sort: Annotated[str, typer.Option(
+        help="name (provider, then type), price (cheapest first, unpriced last) or "
+        "gpu-memory (most first).")] = "name",
+    spot: Annotated[bool, typer.Option(
+        help="Spot prices (only where a dated source states one).")] = False,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
-    """List instance types, with GPUs, CPU family, NUMA layout and price."""
+    """List instance types, with GPUs, CPU family, NUMA layout and price (with its date)."""
+    from advisor.api import check_regions
+    from advisor.errors import UserInputError
+
+    if sort not in SORTS:
+        raise UserInputError(f"--sort {sort[:40]!r} is not a sort key",
+                             hint="use " + ", ".join(SORTS))
     cat = catalog_from(catalog)
+    if region is not None:
+        check_regions(cat, [region], sorted(set(provider)) if provider else [])
     # filter() sorts by provider first, so the providers in order give the sorted union
     rows = ([i for p in sorted(set(provider)) for i in cat.filter(provider=p, gpu=gpu)]
             if provider else cat.filter(gpu=gpu))
+    listed = [(i, i.price_in([region] if region else None, spot)) for i in rows]
+    left = len([1 for _, p in listed if p is None]) if region else 0
+    if region:
+        listed = [(i, p) for i, p in listed if p is not None]
+    if sort == "price":
+        listed.sort(key=lambda ip: (ip[1] is None, ip[1].usd(spot) if ip[1] else 0.0,
+                                    ip[0].key))
+    elif sort == "gpu-memory":
+        def memory(i: Any) -> float:
+            g = cat.gpus.get(i.gpu.model)
+            return -(g.memory_gib * i.gpu.count) if g else 0.0
+        listed.sort(key=lambda ip: (memory(ip[0]), ip[0].key))
     if json:
-        out.emit_json([cat.describe(i) for i in rows])
+        out.emit_json([{**cat.describe(i), "listed_price": p.model_dump(mode="json")
+                        if p else None} for i, p in listed])
         return
-    views = [cat.describe(i) for i in rows]
 
     def numa(v: dict[str, Any]) -> str:
         n = v["numa"]
@@ -41,27 +73,36 @@ def list_(
             return "?"
         return f"{n['nodes']}" + ("" if n["known"] else "?")
 
+    retired = sum(1 for i, _ in listed if i.retired())
     # at a narrow terminal the highest drop is hidden first
     out.table(
         [out.Col("instance"), out.Col("GPUs"), out.Col("vCPU", num=True, drop=6),
          out.Col("GiB", num=True, drop=7), out.Col("CPU", drop=9), out.Col("gen", drop=8),
-         out.Col("NUMA", drop=5), out.Col("$/h", num=True)],
+         out.Col("NUMA", drop=5), out.Col("spot $/h" if spot else "$/h", num=True),
+         out.Col("as of", drop=4)],
         (
             [
-                f"{v['provider']}:{v['name']}",
+                f"{v['provider']}:{v['name']}" + (" (retired)" if i.retired() else ""),
                 f"{v['gpu']['count']}x {v['gpu']['model']}",
                 v["vcpus"],
                 out.fmt(v["memory_gib"]),
                 out.fmt(v["cpu"]["model"]),
                 out.fmt(v["cpu"]["codename"]),
                 numa(v),
-                out.usd(v["price"]["on_demand_usd_per_hour"]),
+                out.usd(p.usd(spot) if p else None),
+                out.fmt(p.as_of.isoformat() if p and p.as_of else None),
             ]
-            for v in views
+            for i, p in listed for v in [cat.describe(i)]
         ),
-        caption=f"{len(rows)} instance types; '?'/'—' = not stated by any public source; "
-                "NUMA: nodes, '?' after it: GPU placement unknown; $/h on demand in the "
-                "region `catalog show` names",
+        caption=f"{len(listed)} instance types"
+                + (f" priced in {region} ({left} more are not)" if region else "")
+                + "; '?'/'—' = not stated by any public source; NUMA: nodes, '?' after it: GPU "
+                "placement unknown; "
+                + ("spot" if spot else "on-demand") + " $/h "
+                + (f"in {region}" if region else "in the region `catalog show` names")
+                + ", 'as of' the price source's own date"
+                + (f"; {retired} retired type(s) are kept for reference and never ranked"
+                   if retired else ""),
     )
 
 
@@ -98,6 +139,9 @@ def show(
             + f" ({out.fmt(p['region'])}, {out.fmt(p['as_of'])})"),
         ("spot", out.fmt(p["spot_usd_per_hour"], " $/h")),
         ("regions", ", ".join(view["regions"]) or "—"),
+        *([("retired", f"{view['retired']} — kept for reference, never ranked, rendered or "
+                       "provisioned")] if view["retired"] else
+          [("available until", view["available_until"])] if view["available_until"] else []),
     ])
     if view["prices"]:
         out.line()

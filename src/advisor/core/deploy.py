@@ -32,6 +32,8 @@ DEPLOYABLE_VENDORS = frozenset({"nvidia"})
 #: what to do about a pick advisor will not deploy
 HINT = ("pick an NVIDIA instance: 'advisor recommend' lists the deployable ones first, and "
         "render / provision without --instance take the first")
+#: what to do about a type its provider has retired (``available_until`` in the catalog)
+RETIRED_HINT = "pick a current type: 'advisor recommend' ranks only those"
 #: the same for a probed host (render --target local)
 PROBE_HINT = ("render --target local on an NVIDIA host; on this one, start vLLM's ROCm image "
               "yourself ('advisor topology' still shows its layout)")
@@ -76,6 +78,9 @@ def probe_reason(vendors: Iterable[str]) -> str | None:
 
 def refusal(inst: InstanceType, catalog: Catalog) -> str | None:
     """The one-line refusal for rendering or provisioning ``inst``, or None when it can be."""
+    gone = inst.retired()
+    if gone:
+        return gone
     ok, why = deployable(inst, catalog)
     return None if ok else f"{inst.key} is not deployable by advisor: {why}"
 
@@ -85,7 +90,7 @@ def require(inst: InstanceType, catalog: Catalog, hint: str = HINT) -> None:
     advisor cannot deploy it: called before any file is written or any cloud is called."""
     why = refusal(inst, catalog)
     if why is not None:
-        raise UserInputError(why, hint=hint)
+        raise UserInputError(why, hint=RETIRED_HINT if inst.retired() else hint)
 
 
 def require_probe(vendors: Iterable[str]) -> None:

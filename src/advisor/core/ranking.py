@@ -222,6 +222,9 @@ class _Ranker:
     def constraint_reason(self, inst: InstanceType) -> tuple[str, str] | None:
         """(what excluded it, why) or None when the offer passes every filter."""
         c = self.cons
+        gone = inst.retired()
+        if gone:  # kept in the catalog for reference, never ranked
+            return "retired", gone
         if c.providers and inst.provider not in c.providers:
             return "--provider", (f"provider {inst.provider} not in --provider "
                                   f"{','.join(c.providers)}")
@@ -559,6 +562,7 @@ def rank(catalog: Catalog, spec: ModelSpec, req: Request, cons: Constraints,
 def hint_for(by: str) -> str:
     """What to do about an instance the ranking excluded, by what excluded it."""
     return {"host floor": "pass --allow-small-host to use it anyway, or pick a larger size",
+            "retired": "pick a current type: 'advisor recommend' ranks only those",
             "--max-tpot-ms": "relax --max-tpot-ms, or --batch for offline work without targets",
             "--max-ttft-ms": "relax --max-ttft-ms, or --batch for offline work without targets",
             }.get(by, "'advisor recommend --show-rejected' says why")
