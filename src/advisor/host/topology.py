@@ -2,7 +2,8 @@
 
 * :func:`probe` reads a sysfs tree (``/`` on the host, any copied or fake tree in tests):
   NUMA nodes from ``/sys/devices/system/node/node*/{cpulist,meminfo,distance}``, GPUs (PCI
-  display / 3D controllers of NVIDIA 0x10de and AMD 0x1002) and NICs from
+  display / 3D controllers and processing accelerators — AMD Instinct is class 0x1200 — of
+  NVIDIA 0x10de and AMD 0x1002) and NICs from
   ``/sys/bus/pci/devices/*/{class,vendor,device,numa_node,local_cpulist,current_link_*}``.
   ``numa_node`` = -1 means the firmware or hypervisor hides the GPU's node: it is reported as
   hidden, never as node 0.
@@ -26,8 +27,15 @@ from advisor.catalog.schema import InstanceType
 from advisor.errors import UserInputError
 
 GPU_VENDORS = {"0x10de": "nvidia", "0x1002": "amd"}
-#: PCI class codes: display controllers (VGA 0x0300, 3D 0x0302), network (0x0200, IB 0x0207)
-GPU_CLASSES = ("0x0300", "0x0302", "0x0380")
+#: PCI class codes: display controllers (VGA 0x0300, 3D 0x0302, other 0x0380) and processing
+#: accelerators (0x1200: AMD Instinct MI300-series GPUs enumerate so — lspci prints
+#: "Processing accelerators [1200]: ... [Instinct MI325X] [1002:74a5]" on such a host);
+#: network (0x0200, IB 0x0207)
+GPU_CLASSES = ("0x0300", "0x0302", "0x0380", "0x1200")
+#: class prefixes of a device that may be a GPU or accelerator (display 0x03, processing
+#: accelerator 0x12, co-processor 0x0b40): one from a GPU vendor that GPU_CLASSES does not
+#: list is warned about, never silently skipped
+GPU_LIKE = ("0x03", "0x12", "0x0b40")
 NIC_CLASSES = ("0x0200", "0x0207")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -234,6 +242,18 @@ def _pci(root: Path, classes: tuple[str, ...], vendors: dict[str, str] | None) -
     return out
 
 
+def _gpu_like(root: Path) -> list[tuple[str, str, str]]:
+    """(bus id, vendor id, class) of each device of a GPU vendor whose class looks like a GPU's
+    or an accelerator's but is not in GPU_CLASSES."""
+    out = []
+    for d in sorted(_entries(root / "sys" / "bus" / "pci" / "devices", "*")):
+        cls = (_read(d / "class") or "")[:6]
+        vendor = _read(d / "vendor") or ""
+        if vendor in GPU_VENDORS and cls.startswith(GPU_LIKE) and cls not in GPU_CLASSES:
+            out.append((d.name, vendor, cls))
+    return out
+
+
 def _cpu_topology(root: Path) -> CpuTopology | None:
     """Cores, sockets and SMT from ``sys/devices/system/cpu/cpu*/topology`` (None: absent)."""
     base = root / "sys" / "devices" / "system" / "cpu"
@@ -268,7 +288,9 @@ def probe(root: str | Path = "/", nvidia_smi_topo: str | None = None) -> Topolog
     nodes = _nodes(root)
     gpus = _pci(root, GPU_CLASSES, GPU_VENDORS)
     nics = _pci(root, NIC_CLASSES, None)
-    warnings = []
+    warnings = [f"PCI device {bus} ({GPU_VENDORS[vendor]}, class {cls}) looks like a GPU but "
+                "its class is not one advisor maps: it is not counted"
+                for bus, vendor, cls in _gpu_like(root)]
     if not nodes:
         warnings.append(f"no NUMA nodes under {root}/sys/devices/system/node")
     for g in gpus:
