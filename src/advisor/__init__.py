@@ -43,6 +43,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "estimate": ("advisor.api", "estimate"),
     "fit": ("advisor.api", "fit"),
     "fleet": ("advisor.api", "fleet"),
+    "fleet_curve": ("advisor.api", "fleet_curve"),
+    "CostCurve": ("advisor.core.load", "CostCurve"),
     "model_config": ("advisor.api", "model_config"),
     "model_spec": ("advisor.api", "model_spec"),
     "recommend": ("advisor.api", "recommend"),
@@ -92,6 +94,7 @@ __all__ = [
     "CatalogError",
     "CloudError",
     "Constraints",
+    "CostCurve",
     "Cpu",
     "DEFAULT_VLLM_VERSION",
     "Deployment",
@@ -136,6 +139,7 @@ __all__ = [
     "estimate",
     "fit",
     "fleet",
+    "fleet_curve",
     "load_catalog",
     "load_probe",
     "local_gpu",
@@ -171,6 +175,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
         estimate,
         fit,
         fleet,
+        fleet_curve,
         local_gpu,
         model_config,
         model_spec,
@@ -187,6 +192,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from advisor.core.engine import profile as engine_profile
     from advisor.core.fleets import FleetMiss, FleetOption
     from advisor.core.layouts import Plan, Replica
+    from advisor.core.load import CostCurve
     from advisor.core.model import ModelSpec, spec_from_config
     from advisor.core.perf import PerfEstimate
     from advisor.core.question import KvCacheDtype, Objective, Question

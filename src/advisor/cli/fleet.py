@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -23,13 +24,30 @@ from advisor.cli.common import (
     sizing_note,
 )
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
+from advisor.errors import UserInputError
+
+#: plan --rps-range's defaults (advisor.core.load has them; kept here so --help loads no core)
+DEFAULT_CURVE_POINTS = 16
+MAX_CURVE_POINTS = 200
 
 
 def plan_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help="A model alias or config.json.")],
     ctx: Annotated[int, typer.Option("--ctx", "--max-model-len", help="vLLM's max_model_len.",
                                      min=1)],
-    rps: Annotated[float, typer.Option(help="Requests per second the fleet must carry.")],
+    rps: Annotated[float | None, typer.Option(
+        help="Requests per second the fleet must carry (or --rps-range).")] = None,
+    rps_range: Annotated[str | None, typer.Option(
+        "--rps-range", metavar="A:B", show_default=False,
+        help="Instead of --rps: the cheapest fleet at --points loads from A to B req/s, "
+        "log-spaced, both ends included, and where the cheapest offer changes.")] = None,
+    points: Annotated[int | None, typer.Option(
+        help=f"With --rps-range: how many loads (default {DEFAULT_CURVE_POINTS}, "
+        f"2-{MAX_CURVE_POINTS}).", show_default=False)] = None,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", metavar="FILE", show_default=False,
+        help="With --rps-range: draw the monthly cost against the load into FILE (.svg or "
+        ".png; needs matplotlib: pip install 'advisor[plot]').")] = None,
     input_len: Annotated[int | None, typer.Option(
         help="Prompt tokens per request (default min(1024, ctx/2)).", min=1)] = None,
     output_len: Annotated[int | None, typer.Option(
@@ -54,9 +72,30 @@ def plan_cmd(
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
-    """Size the fleet: replicas, instances, monthly cost and headroom for a request rate."""
+    """Size the fleet: replicas, instances, monthly cost and headroom for a request rate, or
+    the cheapest fleet across a range of rates (--rps-range A:B [--plot FILE])."""
     from advisor.api import default_lengths, fleet
 
+    if (rps is None) == (rps_range is None):
+        raise UserInputError(
+            "give the load as --rps or as --rps-range, not both" if rps_range is not None
+            else "plan needs a load: --rps R or --rps-range A:B",
+            hint="--rps 5: the fleets for one rate; --rps-range 0.5:40: the cheapest across a "
+            "range")
+    if rps_range is not None:
+        curve_cmd(model, ctx, rps_range, points, plot, json, max_instances=max_instances,
+                  input_len=input_len, output_len=output_len, max_tpot_ms=max_tpot_ms,
+                  max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
+                  spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
+                  max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host,
+                  utilisation=utilisation, spare=spare)
+        return
+    given = [f for f, v in (("--points", points), ("--plot", plot)) if v is not None]
+    if given:
+        raise UserInputError(f"{given[0]} goes with --rps-range, not --rps",
+                             hint=f"e.g. --rps-range 0.5:40 {given[0]} "
+                             + ("16" if given[0] == "--points" else "curve.svg"))
+    assert rps is not None
     options = fleet(model, ctx, rps=rps, input_len=input_len, output_len=output_len,
                     max_instances=max_instances, max_tpot_ms=max_tpot_ms,
                     max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
@@ -85,6 +124,62 @@ def plan_cmd(
               "over the rate; 730 h/month; " + sizing_note(utilisation, spare)
               + ("; Nn: one replica over N instances" if any(
                   p.plan.nodes > 1 for p in picks) else ""))
+
+
+def _range(text: str) -> tuple[float, float]:
+    """``A:B`` as two numbers (their ranges are the SDK's to check)."""
+    parts = text.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError(text)
+        return float(parts[0]), float(parts[1])
+    except ValueError:
+        raise UserInputError(f"--rps-range {text[:40]!r} is not A:B",
+                             hint="e.g. --rps-range 0.5:40 (requests/s, from:to)") from None
+
+
+def curve_cmd(model: str, ctx: int, rps_range: str, points: int | None, plot: Path | None,
+              json: bool, **fleet_args: Any) -> None:
+    """``plan --rps-range A:B``: the table (or --json) of the cheapest fleet at each load, and
+    the chart with --plot (matplotlib is imported on that path only)."""
+    from advisor.api import fleet_curve
+
+    rps_from, rps_to = _range(rps_range)
+    if plot is not None:
+        from advisor.render.chart import check_plot
+
+        check_plot(plot)  # before the work: format, matplotlib, a writable destination
+    curve = fleet_curve(model, ctx, rps_from=rps_from, rps_to=rps_to,
+                        points=DEFAULT_CURVE_POINTS if points is None else points, **fleet_args)
+    if plot is not None:
+        from advisor.render.chart import write_chart
+
+        write_chart(curve, plot)
+    if json:
+        out.emit_json(curve.model_dump())
+        return
+    cols = [out.Col("req/s", num=True), out.Col("cheapest"), out.Col("inst", num=True),
+            out.Col("$/month", num=True), out.Col("next best", drop=2),
+            out.Col("next $/month", num=True, drop=1)]
+    out.table(cols,
+              ([f"{p.rps:.4g}", p.cheapest.option, str(p.cheapest.instances),
+                out.num(p.cheapest.usd_per_month),
+                p.next_best.option if p.next_best else "—",
+                out.num(p.next_best.usd_per_month) if p.next_best else "—"]
+               for p in curve.points),
+              title=f"{model}, ctx {ctx}, {curve.input_len} in / {curve.output_len} out, "
+              f"{rps_from:g} to {rps_to:g} req/s",
+              caption=f"the cheapest fleet of at most {curve.max_instances} instances at "
+              f"{len(curve.points)} loads spaced evenly on a log scale (plan --rps X lists "
+              f"each); targets: {curve.targets.source}; {curve.price_kind} prices as of "
+              f"{', '.join(curve.price_dates) or '—'}; 730 h/month; "
+              + sizing_note(curve.utilisation, curve.spare))
+    for x in (c for c in curve.crossovers if c.pick_changes):
+        out.line(f"Above {x.rps:.3g} req/s, {x.option} is the cheaper fleet: "
+                 f"${x.usd_per_month:,.0f}/month against ${x.versus_usd_per_month:,.0f} for "
+                 f"{x.versus}")
+    if plot is not None:
+        out.line(f"Chart: {plot}")
 
 
 def _layout(p: object) -> str:
