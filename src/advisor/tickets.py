@@ -282,6 +282,27 @@ class _Builder:
                      "host-specific.",
                      commands=["advisor topology --json (before and after a stop/start)"])
 
+    # -- public sources that disagree --------------------------------------------------------
+    def conflicts(self) -> None:
+        """One question per other source whose facts disagree with the catalog's (its
+        ``conflicts``): both values of each fact, both sources, which value advisor uses and
+        why — so that one reply settles them."""
+        by_source: dict[str, list[Any]] = {}
+        for c in self.inst.conflicts:
+            by_source.setdefault(c.source.source, []).append(c)
+        for url, group in by_source.items():
+            facts = "; ".join(
+                f"{c.fact}: {self.inst.fact(c.fact)} per {self.prov(c.fact).source} "
+                f"({self.prov(c.fact).as_of}), {c.other} per this file" for c in group)
+            self.ask(f"conflict:{','.join(c.fact for c in group)}",
+                     f"Two public sources disagree on {self.inst.name}. {url} "
+                     f"({group[0].source.as_of}) states: {facts}. Which holds for the hosts "
+                     "you run today?",
+                     f"advisor uses {', '.join(str(self.inst.fact(c.fact)) for c in group)}: "
+                     f"{group[0].why}",
+                     [f"{c.fact}: {self.inst.fact(c.fact)} vs {c.other}" for c in group],
+                     ["numactl --hardware", "nvidia-smi topo -m", "lscpu"])
+
     # -- the probe's differences ------------------------------------------------------------
     def from_probe(self, diffs: list[Difference]) -> None:
         word, inst = self.word, self.inst
@@ -457,6 +478,7 @@ def ticket(inst: InstanceType, catalog: Catalog, *, region: str | None = None,
     diffs = differences(probe, inst) if probe is not None else []
     b.standing(skip_gpu_map=any(d.kind == "gpu-node-unknown" for d in diffs))
     b.from_probe(diffs)
+    b.conflicts()
     # the probe's questions first: they quote what was seen on a real machine
     ordered = sorted(b.questions, key=lambda q: not q[0].startswith("probe:"))
     questions = [Question(number=i, topic=t, text=text, why=why, evidence=ev, commands=cmds)

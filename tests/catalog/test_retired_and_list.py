@@ -93,3 +93,50 @@ def test_catalog_list_region_sort_and_spot():
                        (["--region", "eu-west-1", "--provider", "gcp"], "is a region of aws")):
         bad = RUN.invoke(app, ["catalog", "list", *argv])
         assert bad.exit_code == 2 and says in bad.output, bad.output
+
+
+# -- sources that disagree --------------------------------------------------------------------
+def test_p5_records_the_2026_file_that_disagrees_and_why_the_2023_one_is_kept():
+    inst = CAT.instance("aws:p5.48xlarge")
+    facts = {c.fact: c for c in inst.conflicts}
+    assert set(facts) == {"numa.nodes", "numa.gpu_nodes"}
+    assert facts["numa.nodes"].other == 1 and inst.numa.nodes == 2
+    assert "79565c0e" in facts["numa.nodes"].source.source
+    assert facts["numa.nodes"].source.as_of == dt.date(2026, 5, 6)
+    show = RUN.invoke(app, ["catalog", "show", "aws:p5.48xlarge"], env={"COLUMNS": "200"})
+    assert "sources that disagree" in show.output and "79565c0e" in show.output
+    ticket = RUN.invoke(app, ["ticket", "--instance", "aws:p5.48xlarge", "--format", "text"])
+    assert ticket.output.count("Two public sources disagree") == 1  # one question settles both
+    assert "numa.nodes: 2 vs 1" in ticket.output
+
+
+def _one_p5(tmp_path, conflict: str) -> str:
+    """A private catalog layer holding p5.48xlarge again with a conflicts block."""
+    import yaml
+
+    src = yaml.safe_load((CAT_DIR / "instances" / "aws.yaml").read_text())
+    entry = next(e for e in src["instances"] if e["name"] == "p5.48xlarge")
+    entry = {**entry, "provider": "onprem", "conflicts": [yaml.safe_load(conflict)]}
+    entry.pop("regions", None)
+    (tmp_path / "instances").mkdir(parents=True)
+    (tmp_path / "instances" / "onprem.yaml").write_text(yaml.safe_dump(
+        {"schema_version": 1, "provider": "onprem", "instances": [entry]}))
+    return str(tmp_path)
+
+
+CAT_DIR = __import__("pathlib").Path(__file__).resolve().parents[2] / "catalogs"
+OTHER = ("{fact: numa.nodes, other: 1, source: {source: 'https://example.org/topo.xml', "
+         "as_of: 2026-05-06}")
+
+
+@pytest.mark.parametrize(("conflict", "says"), [
+    (OTHER + "}", "no choice is recorded"),
+    (OTHER.replace("other: 1", "other: 2") + ", why: 'same value'}", "both sources say 2"),
+    (OTHER.replace("numa.nodes", "numa.sockets") + ", why: 'x'}", "no such fact"),
+])
+def test_validate_refuses_a_disagreement_nobody_chose_between(tmp_path, conflict, says):
+    res = RUN.invoke(app, ["catalog", "validate", _one_p5(tmp_path, conflict)])
+    assert res.exit_code != 0 and says in res.output, res.output
+    ok = RUN.invoke(app, ["catalog", "validate", _one_p5(
+        tmp_path / "ok", OTHER + ", why: 'the 2023 file agrees with the documentation'}")])
+    assert ok.exit_code == 0, ok.output

@@ -139,6 +139,7 @@ class Catalog:
             "available_until": (inst.available_until.isoformat() if inst.available_until
                                 else None),
             "retired": inst.retired(),
+            "conflicts": [dump(c) for c in inst.conflicts],
             "sources": {k: dump(v) for k, v in inst.sources.items()},
         }
 

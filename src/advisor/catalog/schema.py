@@ -57,6 +57,22 @@ class Provenance(_Model):
 Sources = dict[str, Provenance]
 
 
+class Conflict(_Model):
+    """Two public sources that disagree on one fact: the other source's value and where it is
+    stated, beside the catalog's own (``sources``), and why the catalog's value is the one
+    used. ``catalog validate`` refuses a conflict without ``why``: a disagreement nobody chose
+    between is not a fact to rank on."""
+
+    #: the fact's dotted path, as in ``sources`` (numa.nodes, numa.gpu_nodes, cpu.model, …)
+    fact: Annotated[str, Field(min_length=1, max_length=80)]
+    #: the value the other source states
+    other: Any
+    #: where it is stated
+    source: Provenance
+    #: why the catalog keeps its own value (the recorded choice)
+    why: Annotated[str, Field(max_length=800)] | None = None
+
+
 def _check_sources(sources: Sources) -> Sources:
     if "default" not in sources:
         raise ValueError("needs a 'default' entry: the source of every fact without its own")
@@ -275,6 +291,8 @@ class InstanceType(_Model):
     #: the provider's retirement date (sources.available_until): from that day the type is
     #: kept for reference only — never ranked, rendered or provisioned
     available_until: dt.date | None = None
+    #: facts two public sources disagree on, each with the choice made (see Conflict)
+    conflicts: list[Conflict] = Field(default_factory=list, max_length=32)
     sources: Sources
 
     _name = field_validator("name")(_check_name)
@@ -287,6 +305,31 @@ class InstanceType(_Model):
         cited = " ('advisor catalog show' cites the notice)" if "available_until" in \
             self.sources else ""
         return f"{self.key} was retired by {self.provider} on {self.available_until}{cited}"
+
+    def fact(self, path: str) -> Any:
+        """The value at a dotted path (numa.nodes) of this entry; KeyError where none."""
+        value: Any = self
+        for part in path.split("."):
+            if isinstance(value, BaseModel) and part in type(value).model_fields:
+                value = getattr(value, part)
+            else:
+                raise KeyError(path)
+        return value
+
+    @model_validator(mode="after")
+    def _conflicts_are_decided(self) -> InstanceType:
+        for c in self.conflicts:
+            try:
+                mine = self.fact(c.fact)
+            except KeyError:
+                raise ValueError(f"conflict on {c.fact!r}: no such fact") from None
+            if mine == c.other:
+                raise ValueError(f"conflict on {c.fact}: both sources say {mine!r}")
+            if not (c.why or "").strip():
+                raise ValueError(
+                    f"{c.fact}: two sources disagree ({mine!r} here, {c.other!r} in "
+                    f"{c.source.source}) and no choice is recorded: add why")
+        return self
 
     @model_validator(mode="after")
     def _prices_keyed_by_their_region(self) -> InstanceType:

@@ -150,6 +150,13 @@ def show(
                   ([r, out.fmt(q["on_demand_usd_per_hour"]), out.fmt(q["spot_usd_per_hour"]),
                     out.fmt(q["as_of"])] for r, q in sorted(view["prices"].items())),
                   title="prices per region (dates are the price sources' own)")
+    if view["conflicts"]:
+        out.line()
+        out.table(["fact", "here", "other source says", out.Col("other source", wrap=True),
+                   "as of", out.Col("why this value is kept", wrap=True)],
+                  ([c["fact"], str(inst.fact(c["fact"])), str(c["other"]), c["source"]["source"],
+                    c["source"]["as_of"], c["why"]] for c in view["conflicts"]),
+                  title="sources that disagree")
     out.line()
     out.table(["fact", out.Col("source", wrap=True), "as of", "confidence",
                out.Col("note", wrap=True)],
