@@ -181,3 +181,18 @@ def test_fit_points_fp8_at_quantization_and_refuses_auto(args, says):
     fp8, _, _ = advisor.fit("llama-3.1-70b", "H100-SXM", tp=2, max_model_len=8192,
                             quantization="fp8")
     assert 0.45 < fp8.weights_gib / bf16.weights_gib < 0.56
+
+
+def test_plan_sizes_fleets_with_the_weights_asked_for():
+    fp8 = advisor.fleet("llama-3.1-70b", 8192, rps=20, quantization="fp8")
+    bf16 = advisor.fleet("llama-3.1-70b", 8192, rps=20)
+    assert all(o.weights.scheme == "fp8" for o in fp8)
+    assert all(o.weights.scheme == "as published" for o in bf16)
+    assert fp8[0].usd_per_month < bf16[0].usd_per_month
+    res = CliRunner().invoke(app, ["plan", "--model", "llama-3.1-70b", "--ctx", "8192",
+                                   "--rps", "20", "--quantization", "fp8", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)[0]["weights"]["scheme"] == "fp8"
+    curve = advisor.fleet_curve("llama-3.1-70b", 8192, rps_from=1, rps_to=40, points=3,
+                                quantization="fp8")
+    top40 = advisor.fleet("llama-3.1-70b", 8192, rps=40, quantization="fp8")[0]
+    assert curve.points[-1].cheapest.usd_per_month == top40.usd_per_month

@@ -125,6 +125,8 @@ def test_every_function_refuses_what_the_field_refuses(fname, name):
             args = {"input_len": 128, "output_len": 16}
     if fname == "fleet":
         args["rps"] = 5.0
+    if fname == "fleet_curve":
+        args.update(rps_from=1.0, rps_to=5.0)
     args = {k: v for k, v in args.items() if k in params}
     args[name] = BAD[name]
     with pytest.raises(advisor.UserInputError) as e:

@@ -17,6 +17,7 @@ from advisor.cli.common import (
     MaxTpot,
     MaxTtft,
     ProviderFilter,
+    Quantization,
     RegionFilter,
     Spare,
     Utilisation,
@@ -56,6 +57,7 @@ def plan_cmd(
     max_ttft_ms: MaxTtft = None,
     batch: Batch = False,
     allow_small_host: AllowSmallHost = False,
+    quantization: Quantization = None,
     max_instances: Annotated[int, typer.Option(help="The largest fleet to consider.", min=1)]
     = 64,
     utilisation: Utilisation = 1.0,
@@ -88,7 +90,7 @@ def plan_cmd(
                   max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
                   spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
                   max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host,
-                  utilisation=utilisation, spare=spare)
+                  utilisation=utilisation, spare=spare, quantization=quantization)
         return
     given = [f for f, v in (("--points", points), ("--plot", plot)) if v is not None]
     if given:
@@ -101,7 +103,7 @@ def plan_cmd(
                     max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
                     spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
                     max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host,
-                    utilisation=utilisation, spare=spare)
+                    utilisation=utilisation, spare=spare, quantization=quantization)
     picks = options[:top]
     if json:
         out.emit_json([o.model_dump() for o in picks])
@@ -114,7 +116,8 @@ def plan_cmd(
             out.Col("TPOT ms", num=True, drop=5), out.Col("TTFT ms", num=True, drop=7),
             out.Col("NUMA", drop=8)]
     out.table(cols,
-              ([f"{p.provider}:{p.instance}", out.fmt(p.region), _layout(p),
+              ([f"{p.provider}:{p.instance}", out.fmt(p.region),
+                _layout(p) + (f" {p.weights.short}" if p.weights and quantization else ""),
                 out.num(p.rps_per_replica, 2), str(p.instances), out.num(p.usd_per_month),
                 f"{p.headroom:+.0%}", out.ms(p.tpot_ms), out.ms(p.ttft_ms),
                 {"spans-nodes": "spans", "unknown": "?"}.get(p.numa, p.numa)] for p in picks),

@@ -16,6 +16,7 @@ from advisor.core.deploy import HINT as DEPLOY_HINT
 from advisor.core.layouts import Plan
 from advisor.core.load import HOURS_PER_MONTH, size_fleet
 from advisor.core.ranking import Recommendation
+from advisor.core.weights import Weights
 from advisor.errors import UserInputError
 
 __all__ = ["HOURS_PER_MONTH", "FleetMiss", "FleetOption", "plan_fleet", "size"]
@@ -50,6 +51,8 @@ class FleetOption(BaseModel):
     ttft_ms: float
     numa: str
     risks: list[str]
+    #: the weights the fleet serves (--quantization); None: the checkpoint as published
+    weights: Weights | None = None
 
 
 class FleetMiss(BaseModel):
@@ -73,6 +76,7 @@ def size(rec: Recommendation, rps: float, utilisation: float = 1.0,
                         usd_per_hour=rec.usd_per_hour, utilisation=utilisation, spare=spare)
     nodes = rec.plan.nodes
     return FleetOption(
+        weights=rec.weights,
         provider=rec.provider, instance=rec.instance, region=rec.region,
         usd_per_hour=rec.usd_per_hour, price_kind=rec.price_kind, gpu=rec.gpu,
         gpu_count=rec.gpu_count, plan=rec.plan, nodes_per_replica=nodes,
