@@ -152,3 +152,26 @@ def test_the_default_answer_names_where_a_per_token_cheaper_offer_wins(cli):
     j = json.loads(cli("recommend", "--model", "llama-3-8b", "--ctx", "8192", "--top", "10",
                        "--json").stdout)
     assert any(d["crossover"] and d["crossover"]["rps"] > 0 for d in j)
+
+
+def test_the_default_answer_names_the_first_unlisted_offer_cheaper_per_request():
+    """llama-3.1-70b: the first pick is the cheapest instance per hour; an offer that is
+    cheaper per request but ranks below the listed five is still named, with its crossover
+    and the --top that lists it."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from advisor.cli import app
+
+    recs = advisor.recommend("llama-3.1-70b", 8192)
+    below = [r for r in recs[5:] if r.crossover is not None and r.deployable]
+    first = min(below, key=lambda r: r.crossover.rps)
+    assert first.usd_per_million_output_tokens < recs[0].usd_per_million_output_tokens
+    out = CliRunner().invoke(app, ["recommend", "--model", "llama-3.1-70b", "--ctx", "8192"],
+                             env={"COLUMNS": "250"}).output
+    rank = recs.index(first) + 1
+    line = next(ln for ln in out.splitlines() if f"{first.provider}:{first.instance} (" in ln)
+    assert f"--top {rank} lists it" in line
+    assert re.search(rf"Above {first.crossover.rps:.3g} req/s", line)
+    assert f"${first.crossover.usd_per_month:,.0f}/month" in line

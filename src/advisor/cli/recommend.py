@@ -279,11 +279,24 @@ def recommend_cmd(
         out.table(_columns(_COLUMNS, _HIDE.get(key, _HIDE["cost"])),
                   (_row(r, mixed) for r in picks), title=title, caption=caption)
     crossing = [(r.crossover, r) for r in picks[1:] if r.crossover is not None]
-    for x, r in sorted(crossing, key=lambda xr: xr[0].rps)[:3]:
+    # an offer cheaper per request may rank below the list (its instance costs more per hour):
+    # the planner still sees the first such to become the cheaper buy, with the --top that
+    # lists it (plan --rps-range draws the whole picture)
+    unlisted = [(r.crossover, r) for r in recs[len(picks):]
+                if r.crossover is not None and r.deployable]
+    below: dict[tuple[str, str], int] = {}
+    first = min(unlisted, key=lambda xr: xr[0].rps, default=None)
+    if first is not None:
+        below[(first[1].provider, first[1].instance)] = recs.index(first[1]) + 1
+        crossing.append(first)
+    for x, r in sorted(crossing, key=lambda xr: xr[0].rps)[:5]:
         mark = f" ({r.weights.short})" if mixed and r.weights is not None else ""
-        out.line(f"Above {x.rps:.3g} req/s, {r.provider}:{r.instance}{mark} is the cheaper fleet: "
-                 f"${x.usd_per_month:,.0f}/month against ${x.versus_usd_per_month:,.0f} for "
-                 f"{x.versus} (whole instances, no headroom; plan --rps sizes it)")
+        rank = below.get((r.provider, r.instance))
+        mark += (f" (${r.usd_per_million_output_tokens:,.2f}/1M; ranked {rank}: --top {rank} "
+                 "lists it)" if rank else "")
+        out.line(f"Above {x.rps:.3g} req/s, {r.provider}:{r.instance}{mark} is the cheaper "
+                 f"fleet: ${x.usd_per_month:,.0f}/month against ${x.versus_usd_per_month:,.0f} "
+                 f"for {x.versus} (whole instances, no headroom; plan --rps sizes it)")
     out.line(f"Why {best.provider}:{best.instance}:")
     for reason in best.reasons:
         out.line(f"  + {reason}")
