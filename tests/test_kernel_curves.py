@@ -107,6 +107,30 @@ def test_every_curve_names_its_tables(doc):
             assert t["rows_above_peak"] >= 0
 
 
+def test_fp8_activation_quant_is_measured_where_fp8_gemms_are(doc):
+    """The fp8 activation-quantization tables (compute_scale, static quant) the step model takes
+    off a static-scale checkpoint's fp8 GEMMs: present for every HBM GPU with fp8 GEMM tables,
+    named, positive microseconds, growing with the input (a few us at decode sizes, tens of us
+    for an 8k-token prefill chunk)."""
+    for gpu in HOPPER_BLACKWELL:
+        g = doc["gpus"][gpu]
+        assert "fp8" in g["decode_gemm"], gpu
+        q = g["fp8_activation_quant"]
+        system = g["aiconfigurator_system"]
+        assert {t["path"] for t in q["tables"]} == {
+            f"{TABLES_PREFIX}{system}/quantize/vllm/{t['vllm']}/{name}.parquet"
+            for t, name in zip(q["tables"], ("computescale_perf", "scale_matrix_perf"),
+                               strict=True)}
+        for key in ("compute_scale_us_by_input_mib", "static_quant_us_by_input_mib"):
+            curve = {float(k): v for k, v in q[key].items()}
+            assert all(v > 0 for v in curve.values()), (gpu, key)
+            small, large = curve[min(curve)], curve[max(curve)]
+            assert small < 5 and large > 10 * small, (gpu, key)
+        # the static quant of a decode-sized input (8 tokens x 8192 x bf16 = 128 KiB) is a
+        # launch-bound kernel of a few microseconds
+        assert 1 < q["static_quant_us_by_input_mib"]["0.125"] < 5, gpu
+
+
 def test_no_curve_uses_a_rejected_table(doc):
     rejected = {(r["path"], r["curve"]) for r in doc["rejected_tables"]}
     for gpu, curve, dtype, entry in _curves(doc):

@@ -4,6 +4,7 @@ end-to-end rows it is checked on (benchmarks/perf/run.py)."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import statistics
 from pathlib import Path
 
@@ -92,10 +93,54 @@ def test_long_prompts_cost_more_ttft():
     assert long.ttft_ms > 20 * short.ttft_ms
 
 
+def _quant_us(table, nbytes):
+    """kernel_curves.json's fp8_activation_quant, read by hand: values sit at the log2 bin
+    centres (lower edge x sqrt 2), log2(us) linear in log2(bytes) between them."""
+    pts = sorted((math.log2(float(k)) + 0.5, math.log2(v)) for k, v in table.items())
+    x = math.log2(nbytes / 2**20)
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+        if x0 <= x <= x1:
+            return 2 ** (y0 + (x - x0) / (x1 - x0) * (y1 - y0))
+    raise AssertionError("outside the table")
+
+
+def test_static_fp8_checkpoints_skip_the_dynamic_scale_work():
+    """The fp8 GEMM table times vLLM's linear layer with dynamic activation scales
+    (aiconfigurator's collector). A ModelOpt FP8 checkpoint (static scales) is charged less,
+    per layer, the measured compute_scale of each of its four GEMMs' inputs and the static
+    quant of o_proj's and down_proj's (their inputs arrive in fp8), as aiconfigurator's own
+    fp8_static GEMM does; online fp8 ("fp8": dynamic) is charged the table as it is."""
+    alias = "llama-3.1-70b"
+    cfg = CAT.model_configs[alias]
+    g = CAT.gpus["H200"]
+    k = stepmodel.kernels(g)
+    dyn = advisor.spec_from_config(cfg, alias, quantization="fp8")
+    static = advisor.spec_from_config(cfg, alias, quantization="modelopt")
+    assert not stepmodel.dtypes(dyn, k).static_fp8 and stepmodel.dtypes(static, k).static_fp8
+    tp, m = 8, 8
+    a = stepmodel.step_cost(dyn, k, tp, 1, "fp8", 1.0, m, 2000)
+    b = stepmodel.step_cost(static, k, tp, 1, "fp8", 1.0, m, 2000)
+    q = stepmodel.curves()["gpus"]["H200"]["fp8_activation_quant"]
+    cs, sq = q["compute_scale_us_by_input_mib"], q["static_quant_us_by_input_mib"]
+    h, inter = dyn.hidden_size, dyn.intermediate_size // tp
+    o_k = dyn.num_heads // tp * dyn.head_dim
+    per_layer_us = (2 * _quant_us(cs, m * h * 2)  # qkv, gate_up: input hidden
+                    + _quant_us(cs, m * o_k * 2) + _quant_us(sq, m * o_k * 2)  # o_proj
+                    + _quant_us(cs, m * inter * 2) + _quant_us(sq, m * inter * 2))  # down
+    assert a.gemm - b.gemm == pytest.approx(dyn.num_layers * per_layer_us * 1e-6, rel=1e-6)
+    assert 5 < per_layer_us < 15  # ~0.7 ms a step over 80 layers: 8% of a TP-8 decode step
+    assert (a.attention, a.allreduce, a.other) == (b.attention, b.allreduce, b.other)
+    # never below the GEMM's roofline: a tiny layer whose table time is mostly the quant
+    dt = stepmodel.dtypes(static, k)
+    floor = (256 * 256 + 1 * 512 * 2) / k.bw
+    assert stepmodel.linear_s(k, dt, 256, 256, 1, fp8_input=True) == pytest.approx(floor)
+
+
 def test_measured_rows_stay_within_the_published_error():
     """A guard on benchmarks/perf/RESULTS.md's headline: the report split's stated-protocol
-    TPOT median (9.0% when published, issue 28) and the fit split's (6.0%) must not get
-    worse unnoticed; the bounds are the published figures plus a little slack."""
+    TPOT median (7.5% when published, issue 28; 9.0% before static-scale fp8) and the fit
+    split's (6.0%) must not get worse unnoticed; the bounds are the published figures plus a
+    little slack."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / "run.py"
     mod_spec = importlib.util.spec_from_file_location("perf_run", path)
     assert mod_spec and mod_spec.loader
@@ -105,7 +150,7 @@ def test_measured_rows_stay_within_the_published_error():
             and not r["queued"]]
     report = statistics.median(abs(r["err_pct"]) for r in rows if r["split"] == "report")
     fitted = statistics.median(abs(r["err_pct"]) for r in rows if r["split"] == "fit")
-    assert len(rows) > 600 and report < 10 and fitted < 7
+    assert len(rows) > 600 and report < 8.5 and fitted < 7
 
 
 def test_gpus_without_tables_say_whose_curves_they_took():

@@ -127,7 +127,7 @@ def prefill_demand(r: dict[str, Any], cat: Any) -> float | None:
     spec = advisor.spec_from_config(cat.model_configs[r["model"]], r["model"],
                                     quantization=r.get("quantization"))
     gpu: Gpu = cat.gpus[r["gpu"]]
-    fp8 = (r.get("quantization") or "").startswith("fp8")
+    fp8 = (r.get("quantization") or "").startswith("fp8") or r.get("quantization") == "modelopt"
     peak = (gpu.fp8_tflops if fp8 and gpu.fp8_tflops else gpu.bf16_tflops or 0) * 1e12
     life_s = (r["ttft_ms"] + (r["output_len"] - 1) * r["tpot_ms"]) / 1000
     per_s = r["concurrency"] / life_s

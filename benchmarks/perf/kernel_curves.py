@@ -97,6 +97,9 @@ ATTN_HISTORY_BINS = [256, 1024, 4096, 16384, 65536]
 ATTN_MIN_KV_BYTES = 256 * MIB  # 2x the largest L2 here (RTX PRO 6000: 128 MB)
 CTX_ISL_BINS = [512, 1024, 2048, 4096, 8192, 16384]
 AR_BYTES = [1 << e for e in range(12, 29, 2)]  # 4 KiB .. 256 MiB, x4 steps
+#: fp8 activation-quantization overheads (quantize/<version>/computescale_perf, scale_matrix_perf)
+#: by the bf16 input's bytes (m x k x 2), log2 bins 1 KiB .. 512 MiB
+QUANT_ACT_BINS_MIB = [2.0**i for i in range(-10, 10)]
 BAD_TABLE_FRACTION = 0.01
 CACHE_BIN_FRACTION = 0.10
 SIG = 4
@@ -466,6 +469,37 @@ class Builder:
         return {}
 
 
+def _fp8_quant(builder: Builder, system: str) -> dict[str, Any]:
+    """The fp8 activation-quantization overheads aiconfigurator measures beside the GEMM table
+    (collector/vllm/collect_computescale.py): ``scale_matrix`` = vLLM's static per-tensor
+    scaled_fp8_quant of an m x k bf16 input; ``compute_scale`` = the dynamic (per-token) quant
+    minus the static one, i.e. finding the scales. The fp8 GEMM table times a layer built with
+    activation_scheme="dynamic" (collect_gemm.py), so both are inside it; aiconfigurator's own
+    ``fp8_static`` GEMM subtracts compute_scale, and scale_matrix too where the input arrives in
+    fp8 (operations/gemm.py, rust operators/gemm.rs). Median microseconds by input MiB."""
+    out: dict[str, Any] = {}
+    for name, key in (("computescale_perf", "compute_scale_us_by_input_mib"),
+                      ("scale_matrix_perf", "static_quant_us_by_input_mib")):
+        for version, path in _tables(builder.sysdir, system, "quantize", name):
+            t = _read(path, ["m", "k", "latency"])
+            per: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+            rows = 0
+            for m, k, lat in zip(t["m"], t["k"], t["latency"], strict=True):
+                if lat is None or lat < 0 or m <= 0 or k <= 0:
+                    continue
+                rows += 1
+                per[(m * k * 2 / MIB, m, k)].append(lat * 1e3)
+            if not per:
+                continue
+            curve = _median_bins(per, lambda key: _log2_bin(key[0], QUANT_ACT_BINS_MIB))
+            out[key] = {_label(b): _r(curve[b]) for b in sorted(curve)}
+            out.setdefault("tables", []).append(
+                {"path": builder.rel(path), "vllm": version, "rows_total": rows,
+                 "rows_used": rows, "rows_above_peak": 0})
+            break
+    return out
+
+
 #: bytes per expert weight of each MoE table dtype (with block scales where the format has them)
 MOE_WEIGHT_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0 + 4 / 128**2, "nvfp4": 0.5625,
                     "w4a16_mxfp4": 4.25 / 8, "int4_wo": 0.5 + 2 / 32, "w4a8_mxfp4_mxfp8": 4.25 / 8}
@@ -559,6 +593,7 @@ def build(aic: Path) -> dict[str, Any]:
             "allreduce_graph": builder.allreduce(system),
             "decode_moe": decode_moe,
             "prefill_moe": prefill_moe,
+            "fp8_activation_quant": _fp8_quant(builder, system),
         }
     return {
         "schema_version": 1,
@@ -603,6 +638,13 @@ def build(aic: Path) -> dict[str, Any]:
                 "fused MoE, balanced routing, EP 1, tokens >= 512: 2*tokens*topk*3*hidden*inter/"
                 "moe_tp / latency / the dtype's dense peak (weight-only: bf16); key = tokens per "
                 "expert (tokens*topk/E), log2 bin lower edge"
+            ),
+            "fp8_activation_quant": (
+                "vLLM's fp8 activation quantization of an m x k bf16 input, median microseconds "
+                "by its bytes (m*k*2), log2 bin lower edge (MiB): static_quant = static "
+                "per-tensor scaled_fp8_quant (scale_matrix_perf); compute_scale = dynamic "
+                "per-token quant minus static (computescale_perf). Both are inside the fp8 "
+                "GEMM table, which is timed with dynamic activation scales"
             ),
             "hygiene": (
                 "median per exact key, then per bin; rows implying more than peak are "

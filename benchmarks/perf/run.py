@@ -42,8 +42,12 @@ CLASSES = {"stated": "stated protocol (InferenceX)", "internal": "NVIDIA-interna
            "other": "other (Kimi-K2.5 gap analysis)"}
 #: a release for the engine profile when the row records none (its band's first release)
 BAND_RELEASE = {"A": "0.11.0", "B": "0.16.0"}
+#: silicon_rows.json's quantization -> the checkpoint's scheme. Every per-tensor "fp8" row is an
+#: NVIDIA ModelOpt checkpoint (nvidia/Llama-3.x-70B-Instruct-FP8 in InferenceX's scripts,
+#: nvidia/Llama-3.1-8B-Instruct-FP8 in the NVIDIA-internal rows: hf_quant_config quant_algo
+#: FP8, static per-tensor activation scales), so it is sized as vLLM's "modelopt" method
 QUANT = {"nvfp4": Quantization(method="nvfp4", bytes_per_weight=0.5625),
-         "fp8": Quantization(method="fp8", bytes_per_weight=1.0),
+         "fp8": Quantization(method="modelopt", bytes_per_weight=1.0),
          "fp8_block": Quantization(method="fp8_block", bytes_per_weight=1.0 + 4 / 128**2)}
 
 

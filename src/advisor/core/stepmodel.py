@@ -9,7 +9,9 @@ kernels). Each kernel's time comes from ``kernel_curves.json`` (written by
 
 * a GEMM of n x k per-GPU weights over m tokens takes the longer of its memory time (weights +
   activations over HBM bandwidth x ``decode_gemm`` efficiency at that matrix size) and its
-  compute time (2mnk over the dtype's dense peak x ``prefill_gemm`` efficiency at that m);
+  compute time (2mnk over the dtype's dense peak x ``prefill_gemm`` efficiency at that m); the
+  fp8 tables time dynamic activation scales, so a checkpoint with static scales (ModelOpt FP8)
+  is charged less the measured ``fp8_activation_quant`` work it does not run (:func:`linear_s`);
 * decode attention reads each sequence's KV at ``decode_attention`` efficiency (by history),
   never better than a GEMM moving the same bytes (small calls are launch-bound);
 * a prompt's attention costs its causal FLOPs at ``context_attention`` efficiency (by length);
@@ -73,6 +75,11 @@ ELEMENTWISE_PER_LAYER = 5
 MOE_MEASURED = frozenset({"bfloat16", "fp8", "fp8_block", "nvfp4", "int4_wo"})
 #: the prefill_moe curve is measured at >= 512 tokens per call (kernel_curves.py)
 MOE_PREFILL_TOKENS = 512
+#: quantization methods whose fp8 linear layers carry static per-tensor activation scales:
+#: NVIDIA ModelOpt FP8 checkpoints (vLLM ModelOptFp8LinearMethod: act_quant_static=True);
+#: vLLM's "fp8" (online, or quant_method fp8) defaults to dynamic scales, fbgemm_fp8 is dynamic
+#: per token. See :func:`linear_s`.
+STATIC_FP8_METHODS = frozenset({"modelopt"})
 #: the dense peak each fused-MoE dtype computes at (weight-only formats: bf16 math)
 MOE_PEAK = {"bfloat16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4",
             "w4a16_mxfp4": "bfloat16", "int4_wo": "bfloat16"}
@@ -131,6 +138,9 @@ class Kernels:
     #: fused-MoE kernels by MoE table dtype (empty for GPUs whose source has no MoE table)
     decode_moe: dict[str, Curve] | None = None
     prefill_moe: dict[str, Curve] | None = None
+    #: fp8 activation quantization, (log2 input MiB, log2 µs) by "compute_scale" /
+    #: "static_quant" (kernel_curves.json fp8_activation_quant); empty where not measured
+    fp8_quant: dict[str, Curve] | None = None
 
     @property
     def transferred(self) -> bool:
@@ -153,6 +163,14 @@ class Kernels:
         if dtype == "fp8_block" and "fp8" in self.prefill_gemm:
             eff = max(eff, interp(self.prefill_gemm["fp8"], m))
         return eff
+
+    def quant_s(self, name: str, nbytes: float) -> float:
+        """One fp8 activation-quant overhead (``compute_scale`` or ``static_quant``) of a bf16
+        input of ``nbytes``, seconds; 0 where the source GPU has no quantize table."""
+        c = (self.fp8_quant or {}).get(name)
+        if c is None or nbytes <= 0:
+            return 0.0
+        return float(2 ** interp(c, nbytes / MIB)) * 1e-6
 
     def peak(self, dtype: str) -> float:
         return self.peaks.get(dtype) or self.peaks["bfloat16"]
@@ -272,11 +290,19 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
           for k, v in (src.get("decode_moe") or {}).items()}
     pm = {k: _curve(v["efficiency_by_tokens_per_expert"])
           for k, v in (src.get("prefill_moe") or {}).items()}
+    fq = {}
+    for name, key in (("compute_scale", "compute_scale_us_by_input_mib"),
+                      ("static_quant", "static_quant_us_by_input_mib")):
+        table = (src.get("fp8_activation_quant") or {}).get(key)
+        if table:
+            xs, vals = _curve(table)
+            fq[name] = (xs, tuple(math.log2(max(v, 1e-3)) for v in vals))
     if spec.get("fp4_tc_flops") and source == gpu.id:
         peaks.setdefault("nvfp4", float(spec["fp4_tc_flops"]))
     return Kernels(gpu=gpu_id, source=source, bw=bw, peaks=peaks, decode_gemm=dec,
                    prefill_gemm=pre, decode_attention=da, context_attention=ca, allreduce=ar,
-                   ar_source=ar_source, ar_scale=scale, decode_moe=dm, prefill_moe=pm)
+                   ar_source=ar_source, ar_scale=scale, decode_moe=dm, prefill_moe=pm,
+                   fp8_quant=fq)
 
 
 # --- the model's layers -----------------------------------------------------------------------
@@ -292,6 +318,9 @@ class Dtypes:
     expert_bytes: float
     #: the fused-MoE table dtype of the experts (kernel_curves.json decode_moe/prefill_moe)
     moe: str = "bfloat16"
+    #: per-tensor fp8 with static activation scales (ModelOpt checkpoints): the fp8 GEMM
+    #: table's dynamic-scale work is not run (see :func:`linear_s`)
+    static_fp8: bool = False
 
 
 def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
@@ -319,7 +348,29 @@ def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
         d = "bfloat16"  # weight-only path: bf16 math on the stored bytes
     if q.scope == "experts":
         return Dtypes("bfloat16", 2.0, d, q.bytes_per_weight, moe)
-    return Dtypes(d, q.bytes_per_weight, d, q.bytes_per_weight, moe)
+    return Dtypes(d, q.bytes_per_weight, d, q.bytes_per_weight, moe,
+                  static_fp8=d == "fp8" and m in STATIC_FP8_METHODS)
+
+
+def linear_s(k: Kernels, dt: Dtypes, n: float, kk: float, m: float,
+             fp8_input: bool = False) -> float:
+    """One of the model's linear layers (per-GPU n x kk weights, m tokens) on ``dt.linear``.
+    The fp8 GEMM table times vLLM's linear layer with dynamic activation scales
+    (aiconfigurator collector/vllm/collect_gemm.py: activation_scheme="dynamic"), so its time
+    includes finding the scales and quantizing the input. A checkpoint with static scales
+    (ModelOpt FP8) runs neither the first nor, where the input already arrives in fp8 (the
+    attention output into o_proj, silu_and_mul into down_proj), the second: both are taken off
+    at aiconfigurator's own measured quantize tables, as its ``fp8_static`` GEMM does
+    (sdk/operations/gemm.py), never below the GEMM's roofline."""
+    t = gemm_s(k, dt.linear, dt.linear_bytes, n, kk, m)
+    if not dt.static_fp8:
+        return t
+    act = m * kk * 2
+    saved = k.quant_s("compute_scale", act) + (k.quant_s("static_quant", act) if fp8_input
+                                                 else 0.0)
+    floor = max((n * kk * dt.linear_bytes + m * (n + kk) * 2) / k.bw,
+                2 * m * n * kk / k.peak(dt.linear))
+    return max(floor, t - saved)
 
 
 def gemm_s(k: Kernels, dtype: str, wbytes_per: float, n: float, kk: float, m: float) -> float:
@@ -440,15 +491,14 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
     h = s.hidden
     layers = s.layers_full + s.layers_sliding
     # attention projections
-    proj = (gemm_s(k, dt.linear, dt.linear_bytes, s.qkv_n, h, m)
-            + gemm_s(k, dt.linear, dt.linear_bytes, h, s.o_k, m))
+    proj = linear_s(k, dt, s.qkv_n, h, m) + linear_s(k, dt, h, s.o_k, m, fp8_input=True)
     if s.attn_extra_params:
-        proj += gemm_s(k, dt.linear, dt.linear_bytes, s.attn_extra_params / h, h, m)
+        proj += linear_s(k, dt, s.attn_extra_params / h, h, m)
     gemm = layers * proj
     # MLPs
     if s.dense_layers:
-        gemm += s.dense_layers * (gemm_s(k, dt.linear, dt.linear_bytes, 2 * s.inter, h, m)
-                                  + gemm_s(k, dt.linear, dt.linear_bytes, h, s.inter, m))
+        gemm += s.dense_layers * (linear_s(k, dt, 2 * s.inter, h, m)
+                                  + linear_s(k, dt, h, s.inter, m, fp8_input=True))
     if s.moe_layers:
         # the experts the step's tokens route to, read once by one fused kernel each for
         # gate/up and down; the routed tokens' FLOPs at the prefill efficiency of their count
@@ -479,8 +529,8 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
             cmp = flops / (k.peak(dt.experts) * k.pre_eff(dt.experts, routed / max(touched, 1.0)))
         moe = max(mem, cmp) + gemm_s(k, "bfloat16", 2.0, s.experts, h, m)  # router
         if s.shared_inter:
-            moe += (gemm_s(k, dt.linear, dt.linear_bytes, 2 * s.shared_inter, h, m)
-                    + gemm_s(k, dt.linear, dt.linear_bytes, h, s.shared_inter, m))
+            moe += (linear_s(k, dt, 2 * s.shared_inter, h, m)
+                    + linear_s(k, dt, h, s.shared_inter, m, fp8_input=True))
         gemm += s.moe_layers * moe
     gemm += gemm_s(k, "bfloat16", 2.0, s.vocab, h, max(1, decode + (1 if prefill_tokens else 0)))
     # attention
