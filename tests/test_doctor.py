@@ -94,9 +94,19 @@ def test_memory_living_off_node_without_a_policy(tmp_path):
     report = diagnose(proc_root=root, sysfs_root=root)
     f = by_code(report, "memory-off-node")
     assert f.severity == "warning" and "75%" in f.text
-    # a majority on the GPU's node is fine
+    # a majority on the GPU's node is no warning with the host off the hot path (25%: a note)
     root2 = host(tmp_path / "b", tp1("0-7", [("default", {0: 3000, 1: 1000})]))
-    assert "memory-off-node" not in codes(diagnose(proc_root=root2, sysfs_root=root2))
+    r2 = diagnose(proc_root=root2, sysfs_root=root2)
+    assert "memory-off-node" not in codes(r2, "warning") and r2.ok
+    assert by_code(r2, "memory-off-node").severity == "info"
+    # with the host on the hot path, ~22% remote measured to matter (TensorRT-LLM PR #18117)
+    kv = [*SERVE, "--kv-transfer-config", '{"kv_connector":"NixlConnector"}']
+    root3 = host(tmp_path / "c", tp1("0-7", [("default", {0: 3000, 1: 1000})], argv=kv))
+    f3 = by_code(diagnose(proc_root=root3, sysfs_root=root3), "memory-off-node")
+    assert f3.severity == "warning" and "25%" in f3.text
+    # and 10% remote is nothing at all
+    root4 = host(tmp_path / "d", tp1("0-7", [("default", {0: 9000, 1: 1000})], argv=kv))
+    assert "memory-off-node" not in codes(diagnose(proc_root=root4, sysfs_root=root4))
 
 
 def test_memory_held_to_the_other_node_is_an_error(tmp_path):
@@ -322,7 +332,7 @@ def test_check_exit_codes(tmp_path, cli):
     bad = host(tmp_path / "bad", tp1("8-15", [("interleave:0-1", {0: 5, 1: 5})]))
     good = host(tmp_path / "good", tp1("0-7", [("bind:0", {0: 5})]))
     empty = host(tmp_path / "empty", [FakeProc(pid=1, argv=["/sbin/init"])])
-    for root, rc in ((bad, 1), (good, 0), (empty, 1)):
+    for root, rc in ((bad, 1), (good, 0), (empty, 3)):  # 3: no vLLM server found
         r = cli("doctor", "--proc-root", str(root), "--sysfs-root", str(root), "--check")
         assert r.exit_code == rc, (root, r.stdout, r.stderr)
         r = cli("doctor", "--proc-root", str(root), "--sysfs-root", str(root))

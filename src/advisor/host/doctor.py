@@ -1,8 +1,17 @@
 """``advisor doctor``: is a running vLLM on its GPUs' NUMA node, and what exact change fixes it.
 
-For every vLLM process — the API server (``vllm serve``, ``python -m vllm.entrypoints…``), its
-engine core and its workers (the ``VLLM::EngineCore`` / ``VLLM::Worker_TP<r>`` titles vLLM gives
-them) — it reads what the kernel keeps about the process:
+A vLLM server is found from what vLLM really does: its API server runs as ``vllm serve`` or
+``python -m vllm.entrypoints…`` (the interpreter or the ``vllm`` script first: ``docker exec``,
+``ssh``, ``screen`` and ``tmux`` are other processes whose argv merely mentions it), and every
+process under it belongs to it, whatever its title: vLLM titles its processes
+``f"{VLLM_PROCESS_NAME_PREFIX}::{name}_{suffix}"`` (vllm/utils/system_utils.py
+``set_process_title``; the prefix is ``VLLM`` unless ``VLLM_PROCESS_NAME_PREFIX`` says otherwise,
+vllm/envs.py): ``APIServer_<i>``, ``EngineCore``/``EngineCore_DP<d>`` (older: ``DPEngineCore_<d>``),
+``Worker_DP<d>_PP<p>_TP<r>`` (older releases appended ``_PP<p>_TP<r>`` to the inherited title,
+``set_process_title(suffix, append=True)``); without ``setproctitle`` installed no title is set at
+all. Ray workers (``ray::RayWorkerWrapper``) are children of the raylet, not of the server: they
+join the one server on this host started with ``--distributed-executor-backend ray``. For every
+such process it reads what the kernel keeps about it:
 
 * ``/proc/PID/cmdline``: the flags that matter (``--tensor-parallel-size``, ``--numa-bind``,
   ``--cpu-offload-gb``, ``--kv-transfer-config``, ``--host``, an ``--api-key`` in argv);
@@ -32,7 +41,11 @@ severities follow the evidence of :mod:`advisor.core.host` (:data:`WHY` cites it
 * **info** — what is true but measured to cost little (an unbound server whose host side is off
   the hot path: 0-2% in public measurements), or an assumption doctor had to state.
 
-``--check`` fails (exit 1) on any error or warning, or when no vLLM runs.
+``--check`` exits by cause (:data:`EXIT_CODES`): 0 nothing at warning or error, 1 a finding at
+warning or error, 2 bad input, 3 no vLLM server found, 4 only findings that keep doctor from
+checking (:data:`UNVERIFIED`: unreadable files, unknown GPUs, hidden GPU nodes). ``--ignore CODE``
+drops a finding code first. The JSON is versioned (:data:`SCHEMA`, described by
+``doctor.schema.json`` next to this module).
 """
 
 from __future__ import annotations
@@ -66,9 +79,33 @@ MAX_PROC_BYTES = 4 * 1024 * 1024
 MAX_NUMA_MAPS_BYTES = 64 * 1024 * 1024
 #: open files looked at per process
 MAX_FDS = 65536
-#: the environment variables doctor keeps (values); every other one is never stored
+#: the environment variables doctor keeps (values); every other one is never stored.
+#: VLLM_CPU_KVCACHE_SPACE / VLLM_CPU_OMP_THREADS_BIND are read by vLLM's CPU backend only
+#: (vllm/envs.py): their presence marks a CPU vLLM
 ENV_KEPT = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS",
-            "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+            "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "VLLM_PROCESS_NAME_PREFIX",
+            "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND")
+#: the JSON's version: a key removed or changed in meaning is a new number
+SCHEMA = "advisor.doctor/1"
+#: --check's exit status by cause (the CLI help and docs/own-server.md print the same)
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_NO_SERVER, EXIT_UNVERIFIED = 0, 1, 2, 3, 4
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "ok: every server found, nothing at warning or error",
+    EXIT_FINDINGS: "findings: at least one finding at warning or error",
+    EXIT_USAGE: "bad input (one line on stderr)",
+    EXIT_NO_SERVER: "no vLLM server found",
+    EXIT_UNVERIFIED: "unverified: the only warnings are ones that keep the binding from being "
+    "checked (unreadable, gpus-unknown, gpu-node-hidden)",
+}
+#: warnings that say doctor could not check, not that something is wrong
+UNVERIFIED = ("unreadable", "gpus-unknown", "gpu-node-hidden")
+#: share of a process's resident memory on other nodes than its GPU's that is a warning:
+#: TensorRT-LLM PR #18117 measured workers with ~22% (~3 GB) of their memory on the remote node
+#: and a significantly slower device step under host-heavy disaggregated serving, so with the
+#: host on the hot path 20% is enough; with weights and KV in HBM only a majority is flagged
+#: (and 20-50% is a note): the unbound case measured 0-2% there (vLLM PR 30492)
+REMOTE_SHARE_HOST_HEAVY = 0.20
+REMOTE_SHARE_GPU_BOUND = 0.50
 #: flags whose value is a secret: shown as <redacted>, never stored
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
 
@@ -86,7 +123,9 @@ WHY: dict[str, str] = {
         "memory interleaved over nodes beyond the GPU's: that share of the host buffers is "
         "remote (gearshifft#82)"),
     "memory-off-node": (
-        "more than half of the resident memory (numa_maps) sits on other nodes than the GPU's"),
+        "resident memory (numa_maps) on other nodes than the GPU's: with the host on the hot "
+        "path ~22% remote measurably slowed the device step (TensorRT-LLM PR #18117), so 20% is "
+        "a warning there; with weights and KV in HBM only more than half is"),
     "unbound": (
         "the scheduler may move the process to any node; with the host off the hot path this "
         "measured 0-2% (PR 30492, 1Cat-vLLM#678), with it on the hot path 1.5-5x (PR 30492 with "
@@ -120,7 +159,45 @@ WHY: dict[str, str] = {
         "CUDA numbers GPUs fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; on identical "
         "GPUs doctor takes PCI bus order, as nvidia-smi does"),
     "host-below-cpu-floor": CPU_FLOOR_SOURCE,
+    "cpu-only": (
+        "no GPU: this vLLM runs on its CPU backend (no GPU on the host, CUDA_VISIBLE_DEVICES "
+        "empty, --device cpu, or VLLM_CPU_* set, vllm/envs.py); there is no GPU binding to "
+        "check"),
+    "argv-replaced": (
+        "the process title replaced the command line (setproctitle, vllm/utils/system_utils.py) "
+        "and no parent process kept it: --api-key and --host cannot be read, so the API key is "
+        "judged from VLLM_API_KEY alone"),
+    "ray-workers-unattributed": (
+        "Ray workers are children of the raylet, not of a vLLM server: with several "
+        "--distributed-executor-backend ray servers (or none) on this host, doctor cannot tell "
+        "whose they are"),
+    "pcie-width-below-max": (
+        "the GPU's PCIe link trained at fewer lanes than it and the slot support "
+        "(sysfs current_link_width < max_link_width): host-to-GPU copies get that fraction of "
+        "the bandwidth; NVIDIA: the current generation and width 'may be reduced when the GPU "
+        "is not in use' (nvidia-smi --help-query-gpu), so re-check under load"),
+    "pcie-speed-below-max": (
+        "the GPU's PCIe link runs below its top speed (current_link_speed < max_link_speed); "
+        "NVIDIA: this 'may be reduced when the GPU is not in use' (nvidia-smi "
+        "--help-query-gpu): a note until seen under load"),
+    "tp-over-pcie": (
+        "a tensor-parallel group whose GPUs hang off different sockets and are not joined by "
+        "NVLink: every layer's all-reduce crosses the socket interconnect over PCIe; vLLM turns "
+        "its custom all-reduce off for more than two PCIe-only GPUs "
+        "(vllm/distributed/device_communicators/custom_all_reduce.py) and maintainers suggest "
+        "pipeline parallel where GPUs are weakly connected (vllm-project/vllm#8303; "
+        "vllm-project/vllm#1838)"),
+    "tp-across-sockets": (
+        "a tensor-parallel group spans sockets; whether NVLink joins its GPUs is not in sysfs "
+        "(nvidia-smi topo -m says: NV# is NVLink, SYS crosses the socket link)"),
+    "nic-remote": (
+        "NVIDIA's GPUDirect RDMA guide: the GPU and the NIC 'must share the same upstream PCI "
+        "Express root complex'; a path across sockets 'may be extremely performance-limited' "
+        "(docs.nvidia.com/cuda/gpudirect-rdma): multi-node and KV-transfer traffic of these "
+        "GPUs crosses the socket link"),
 }
+#: every finding code (``--ignore`` takes these)
+CODES = (*WHY, "probe")
 
 
 class Evidence(BaseModel):
@@ -176,6 +253,12 @@ class Proc(BaseModel):
     #: systemd unit, "docker:<id>", "kubepods", or None
     unit: str | None = None
     unreadable: list[str] = []
+    #: the vLLM process title that replaced argv (``VLLM::Worker_DP1_TP0``), if any
+    title: str | None = None
+    #: ranks read from the title (DP, PP, TP, …)
+    ranks: dict[str, int] = {}
+    #: a Ray worker (``ray::RayWorkerWrapper``), joined to its server by its executor backend
+    ray: bool = False
 
 
 class Server(BaseModel):
@@ -187,6 +270,14 @@ class Server(BaseModel):
     gpu_nodes: list[int | None] | None
     tp: int
     pp: int
+    dp: int = 1
+    #: "gpu", "cpu" (vLLM's CPU backend) or "unknown"
+    device: Literal["gpu", "cpu", "unknown"] = "gpu"
+    #: the command line the server was started with (secrets redacted), or None when a
+    #: process title replaced it
+    command: list[str] | None = None
+    #: the GPUs of each tensor-parallel group (one per DP rank and PP stage)
+    tp_groups: list[list[int]] = []
     numa_bind: bool
     regime: str
     findings: list[Finding]
@@ -209,6 +300,8 @@ class Report(BaseModel):
     host: HostFacts
     servers: list[Server]
     findings: list[Finding]
+    #: finding codes left out by ``--ignore``
+    ignored: list[str] = []
 
     @property
     def all_findings(self) -> list[Finding]:
@@ -217,8 +310,40 @@ class Report(BaseModel):
     @property
     def ok(self) -> bool:
         """Nothing at error or warning, and at least one server found."""
-        return bool(self.servers) and not any(
-            f.severity in ("error", "warning") for f in self.all_findings)
+        return self.exit_code == EXIT_OK
+
+    @property
+    def exit_code(self) -> int:
+        """What ``--check`` exits with (:data:`EXIT_CODES`)."""
+        if not self.servers:
+            return EXIT_NO_SERVER
+        bad = [f for f in self.all_findings if f.severity in ("error", "warning")]
+        if any(f.code not in UNVERIFIED for f in bad):
+            return EXIT_FINDINGS
+        return EXIT_UNVERIFIED if bad else EXIT_OK
+
+    @property
+    def status(self) -> str:
+        return {EXIT_OK: "ok", EXIT_FINDINGS: "findings", EXIT_NO_SERVER: "no-server",
+                EXIT_UNVERIFIED: "unverified"}[self.exit_code]
+
+    def ignoring(self, codes: Iterable[str]) -> Report:
+        """This report without the findings of ``codes`` (``--ignore``)."""
+        drop = set(codes)
+        if not drop:
+            return self
+        return self.model_copy(update={
+            "findings": [f for f in self.findings if f.code not in drop],
+            "servers": [s.model_copy(update={"findings": [
+                f for f in s.findings if f.code not in drop]}) for s in self.servers],
+            "ignored": sorted(drop | set(self.ignored))})
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--json`` document (``doctor.schema.json`` describes it)."""
+        body: dict[str, object] = {"schema": SCHEMA}
+        body.update(self.model_dump())
+        body.update({"ok": self.ok, "status": self.status, "exit_code": self.exit_code})
+        return body
 
 
 # -- reading /proc ---------------------------------------------------------------------------
@@ -266,28 +391,6 @@ def redact(argv: list[str]) -> list[str]:
             continue
         out.append(a)
     return out
-
-
-def _role(argv: list[str]) -> Role | None:
-    """The vLLM role of a command line, or None when it is not vLLM's."""
-    if not argv:
-        return None
-    head = argv[0].strip()
-    if head.startswith("VLLM::") or head.startswith("VLLM_"):
-        t = head[6:]
-        if t.startswith("EngineCore"):
-            return "engine-core"
-        if t.startswith("Worker") or "Worker" in t:
-            return "worker"
-        if t.startswith("APIServer"):
-            return "api-server"
-        return "other"
-    for i, a in enumerate(argv[:4]):
-        if os.path.basename(a) == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
-            return "api-server"
-        if a == "-m" and i + 1 < len(argv) and argv[i + 1].startswith("vllm.entrypoints"):
-            return "api-server"
-    return None
 
 
 def _flag(argv: list[str], *names: str) -> str | None:
@@ -372,6 +475,103 @@ def _unit(cgroup: str) -> str | None:
     return None
 
 
+# -- telling vLLM's processes apart ----------------------------------------------------------
+
+#: a vLLM process title: f"{prefix}::{name}" with "_{suffix}" parts (set_process_title,
+#: vllm/utils/system_utils.py); a Ray actor's title is "ray::<Class>" or "ray::<Class>.<method>"
+_TITLE = re.compile(r"(?P<prefix>[^\s:]{1,64})::(?P<name>[A-Za-z][A-Za-z0-9]{0,40})"
+                    r"(?P<rest>(?:_[A-Za-z0-9]{1,16}){0,8})(?:\.[\w.()]{0,80})?")
+_RANK = re.compile(r"(DP|PP|PCP|TP|DCP|EP)(\d{1,5})")
+#: title names vLLM gives (current and older releases) -> role
+_TITLE_ROLES: dict[str, Role] = {
+    "APIServer": "api-server", "EngineCore": "engine-core", "DPEngineCore": "engine-core",
+    "Worker": "worker", "VllmWorker": "worker", "DPCoordinator": "other",
+}
+#: interpreter options that take a value (python -X opt, -W arg)
+_PY_VALUE_OPTS = ("-X", "-W", "-Q")
+
+
+class Title(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    prefix: str
+    name: str
+    ranks: dict[str, int]
+    index: int | None = None
+
+
+def parse_title(argv: list[str]) -> Title | None:
+    """The vLLM (or Ray) process title that replaced ``argv``, or None."""
+    if len(argv) != 1:
+        return None
+    m = _TITLE.fullmatch(argv[0].strip())
+    if not m:
+        return None
+    ranks: dict[str, int] = {}
+    index = None
+    for part in m.group("rest").split("_")[1:]:
+        r = _RANK.fullmatch(part)
+        if r:
+            ranks[r.group(1)] = int(r.group(2))
+        elif part.isdigit():
+            index = int(part)  # APIServer_0; DPEngineCore_<dp rank> in older releases
+    if m.group("name") == "DPEngineCore" and index is not None:
+        ranks.setdefault("DP", index)
+    return Title(prefix=m.group("prefix"), name=m.group("name"), ranks=ranks, index=index)
+
+
+def title_role(t: Title) -> tuple[Role, bool] | None:
+    """(role, is a Ray worker) of a title, None when it is not vLLM's."""
+    if t.prefix == "ray":
+        return ("worker", True) if t.name == "RayWorkerWrapper" else None
+    role = _TITLE_ROLES.get(t.name)
+    if role is None:
+        return None
+    if role == "engine-core" and ({"TP", "PP"} & set(t.ranks)):
+        return "worker", False  # older releases appended _TP<r> to the inherited title
+    return role, False
+
+
+def _is_python(arg: str) -> bool:
+    return re.fullmatch(r"python(\d+(\.\d+)?)?", os.path.basename(arg)) is not None
+
+
+def serve_argv(argv: list[str]) -> bool:
+    """Whether ``argv`` is a vLLM API server's own command line: the ``vllm`` script run as
+    ``vllm serve`` (directly or by a Python interpreter) or ``python -m vllm.entrypoints…``.
+    A wrapper (``docker exec c vllm serve``, ``ssh h vllm serve``, ``SCREEN -dmS x vllm
+    serve``) is another process, not the server."""
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) == "vllm":
+        return len(argv) > 1 and argv[1] == "serve"
+    if not _is_python(argv[0]):
+        return False
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
+        a = argv[i]
+        if a == "-m":
+            mod = argv[i + 1] if i + 1 < len(argv) else ""
+            if mod == "vllm.entrypoints.cli.main":
+                return i + 2 < len(argv) and argv[i + 2] == "serve"
+            return mod.startswith("vllm.entrypoints.")
+        if a == "-c":
+            return False
+        i += 2 if a in _PY_VALUE_OPTS else 1
+    return (i + 1 < len(argv) and os.path.basename(argv[i]) == "vllm"
+            and argv[i + 1] == "serve")
+
+
+def _kind(argv: list[str]) -> tuple[Role, bool, Title | None] | None:
+    """(role, ray worker, title) of a process that is vLLM's by its own command line."""
+    t = parse_title(argv)
+    if t is not None:
+        r = title_role(t)
+        return (r[0], r[1], t) if r else None
+    if serve_argv(argv):
+        return "api-server", False, None
+    return None
+
+
 def _nvidia_minors(proc: Path) -> dict[int, str]:
     """Device minor -> bus id, from /proc/driver/nvidia/gpus/<bus id>/information."""
     out: dict[int, str] = {}
@@ -394,12 +594,15 @@ def _nvidia_minors(proc: Path) -> dict[int, str]:
 class _Reader:
     """Reads processes from a proc tree and GPUs from a sysfs tree."""
 
-    def __init__(self, proc_root: Path, sysfs_root: Path, topo: Topology) -> None:
+    def __init__(self, proc_root: Path, sysfs_root: Path) -> None:
         self.proc = proc_root / "proc"
         self.sysfs = sysfs_root
-        self.topo = topo
-        self.bus_index = {g.bus_id.lower(): g.index for g in topo.gpus}
+        self.bus_index: dict[str, int] = {}
         self._minors: dict[int, str] | None = None
+        self._pids: list[int] | None = None
+
+    def set_topology(self, topo: Topology) -> None:
+        self.bus_index = {g.bus_id.lower(): g.index for g in topo.gpus}
 
     @property
     def minors(self) -> dict[int, str]:
@@ -408,6 +611,8 @@ class _Reader:
         return self._minors
 
     def pids(self) -> list[int]:
+        if self._pids is not None:
+            return self._pids
         try:
             names = []
             for e in os.scandir(self.proc):
@@ -419,7 +624,8 @@ class _Reader:
             raise UserInputError(f"{self.proc}: cannot list it: {exc.strerror or exc}",
                                  hint="run doctor where /proc is mounted, or point "
                                  "--proc-root at a folder holding a proc/ tree") from exc
-        return sorted(names)
+        self._pids = sorted(names)
+        return self._pids
 
     def argv(self, pid: int) -> list[str] | None:
         try:
@@ -429,7 +635,7 @@ class _Reader:
         if data is None:
             return None
         argv = _split_nul(data)
-        if len(argv) == 1 and " " in argv[0] and argv[0].startswith("VLLM::"):
+        if len(argv) == 1 and " " in argv[0] and "::" in argv[0].split(" ", 1)[0]:
             argv = [argv[0].split()[0]]  # a setproctitle title padded with spaces
         return argv
 
@@ -442,7 +648,7 @@ class _Reader:
         v = st.get("PPid", "")
         return int(v) if v.isdigit() else None
 
-    def read(self, pid: int, role: Role) -> Proc:
+    def read(self, pid: int, role: Role, title: Title | None = None, ray: bool = False) -> Proc:
         base = self.proc / str(pid)
         unreadable: list[str] = []
 
@@ -454,6 +660,8 @@ class _Reader:
                 return None
 
         argv = _split_nul(get("cmdline") or b"")
+        if len(argv) == 1 and " " in argv[0] and "::" in argv[0].split(" ", 1)[0]:
+            argv = [argv[0].split()[0]]
         st = _status((get("status") or b"").decode(errors="replace"))
         cpus = parse_cpulist(st["Cpus_allowed_list"], where=f"{base}/status") \
             if "Cpus_allowed_list" in st else None
@@ -489,7 +697,9 @@ class _Reader:
                     mems=mems, policy=policy, kib_per_node=per_node, gpus=gpus,
                     gpu_source=source, env=env, api_key_env=key_env,
                     unit=_unit(cg.decode(errors="replace")) if cg else None,
-                    unreadable=unreadable)
+                    unreadable=unreadable,
+                    title=argv[0] if title is not None and argv else None,
+                    ranks=dict(title.ranks) if title else {}, ray=ray)
 
     def _gpus_from_fds(self, base: Path, unreadable: list[str]) -> tuple[list[int] | None,
                                                                          str | None]:
@@ -525,53 +735,112 @@ class _Reader:
         return (sorted(found), "device files") if found else (None, None)
 
 
-def find_servers(reader: _Reader, pids: list[int] | None) -> list[list[tuple[int, Role]]]:
-    """Groups of (pid, role): each vLLM server's processes, root first."""
+class _Member(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    pid: int
+    role: Role
+    title: Title | None = None
+    ray: bool = False
+
+
+class _Group(BaseModel):
+    """One server's processes as found: the root first."""
+
+    model_config = ConfigDict(frozen=True)
+    members: list[_Member]
+    #: the root's own command line (None: a title replaced it)
+    argv: list[str] | None
+
+
+def _ray_backend(argv: list[str] | None) -> bool:
+    if not argv:
+        return False
+    return _flag(argv, "--distributed-executor-backend") == "ray" or _has(argv, "--worker-use-ray")
+
+
+def find_servers(reader: _Reader, pids: list[int] | None
+                 ) -> tuple[list[_Group], list[int]]:
+    """Each vLLM server's processes (the root and every process under it, and its Ray
+    workers), and the Ray workers no server could be told for."""
     argvs: dict[int, list[str]] = {}
-    roles: dict[int, Role] = {}
-    all_pids = reader.pids()
-    for pid in all_pids:
+    kinds: dict[int, tuple[Role, bool, Title | None]] = {}
+    for pid in reader.pids():
         argv = reader.argv(pid)
         if argv is None:
             continue
         argvs[pid] = argv
-        role = _role(argv)
-        if role is not None:
-            roles[pid] = role
-    cache: dict[int, int | None] = {}
+        k = _kind(argv)
+        if k is not None:
+            kinds[pid] = k
+    parents: dict[int, int | None] = {pid: reader.ppid(pid) for pid in argvs}
+    children: dict[int, list[int]] = {}
+    for pid, pp in parents.items():
+        if pp is not None:
+            children.setdefault(pp, []).append(pid)
 
-    def parent(pid: int) -> int | None:
-        if pid not in cache:
-            cache[pid] = reader.ppid(pid) if pid in argvs else None
-        return cache[pid]
-    if pids:
-        for p in pids:
-            if p not in argvs:
-                raise UserInputError(f"--pid {p}: no such process (or its command line cannot "
-                                     "be read)", hint="'pgrep -af vllm' lists vLLM's processes")
-            roles.setdefault(p, "other")
+    def ancestors(pid: int) -> list[int]:
+        out: list[int] = []
+        seen, cur = {pid}, parents.get(pid)
+        while cur is not None and cur not in seen and len(out) < 256:
+            out.append(cur)
+            seen.add(cur)
+            cur = parents.get(cur)
+        return out
 
-    def root_of(pid: int) -> int:
-        seen = {pid}
-        cur = pid
-        while True:
-            up = parent(cur)
-            if up is None or up in seen or up not in roles:
-                return cur
-            seen.add(up)
-            cur = up
+    # a root: a vLLM process (not a Ray worker, not a bare helper title) with no vLLM
+    # process above it
+    def strong(pid: int) -> bool:
+        k = kinds.get(pid)
+        return k is not None and not k[1] and k[0] != "other"
 
+    roots = [p for p in sorted(kinds) if strong(p) and not any(strong(a) for a in ancestors(p))]
     groups: dict[int, list[int]] = {}
-    for pid in sorted(roles):
-        groups.setdefault(root_of(pid), []).append(pid)
+    owner: dict[int, int] = {}
+    for r in roots:
+        seen, todo = [r], list(children.get(r, []))
+        while todo and len(seen) < 4 * MAX_ENTRIES:
+            c = todo.pop(0)
+            if c in owner or c in seen:
+                continue
+            seen.append(c)
+            todo.extend(children.get(c, []))
+        groups[r] = seen
+        for p in seen:
+            owner[p] = r
+    # Ray workers are the raylet's children: they join the one Ray-backed server here
+    strays = sorted(p for p, k in kinds.items() if k[1] and p not in owner)
+    ray_roots = [r for r in groups if _ray_backend(argvs.get(r))]
+    unattributed: list[int] = []
+    if strays:
+        if len(ray_roots) == 1:
+            for p in strays:
+                groups[ray_roots[0]].append(p)
+                owner[p] = ray_roots[0]
+        elif ray_roots:
+            unattributed = strays
     if pids:
-        wanted = {root_of(p) for p in pids}
+        wanted = set()
+        for p in pids:
+            if p not in owner:
+                argv = argvs.get(p, [])
+                name = os.path.basename(argv[0])[:40] if argv else "?"
+                raise UserInputError(
+                    f"--pid {p}: {name} is not a vLLM process nor one of a vLLM server's",
+                    hint="'pgrep -af vllm' lists vLLM's processes; without --pid doctor finds "
+                    "every server")
+            wanted.add(owner[p])
         groups = {r: m for r, m in groups.items() if r in wanted}
     out = []
     for root in sorted(groups):
-        members = sorted(groups[root], key=lambda p: (p != root, p))
-        out.append([(p, roles[p]) for p in members])
-    return out
+        members = []
+        for p in groups[root]:
+            k = kinds.get(p)
+            members.append(_Member(pid=p, role=k[0] if k else "other",
+                                   title=k[2] if k else None, ray=bool(k and k[1])))
+        ra = argvs.get(root)
+        out.append(_Group(members=members,
+                          argv=ra if ra is not None and parse_title(ra) is None else None))
+    return out, unattributed
 
 
 # -- judging ---------------------------------------------------------------------------------
@@ -580,28 +849,75 @@ def _pids(pids: Iterable[int]) -> str:
     return ", ".join(str(p) for p in sorted(set(pids)))
 
 
+def _speed(text: str | None) -> float | None:
+    m = re.match(r"\s*(\d{1,3}(?:\.\d{1,3})?)\s*GT/s", text or "")
+    return float(m.group(1)) if m else None
+
+
 class _Judge:
-    def __init__(self, topo: Topology, proc_root: Path, numa_balancing: int | None) -> None:
+    def __init__(self, topo: Topology, sysfs_root: Path, numa_balancing: int | None) -> None:
         self.topo = topo
-        self.proc_root = proc_root / "proc"
+        self.sysfs = sysfs_root
         self.node_cpus = {n.id: n.cpus for n in topo.nodes}
         self.gnodes = gpu_nodes(topo)
         self.bus = {g.index: g.bus_id for g in topo.gpus}
         self.numa_balancing = numa_balancing
         self.multi = len(topo.nodes) > 1
 
-    def by_rank(self, p: Proc, env: dict[str, str], tp: int) -> Proc:
-        if p.gpus or p.role != "worker":
-            return p
-        m = re.search(r"(?:PP(\d{1,4})_)?TP(\d{1,4})", p.argv[0] if p.argv else "")
-        visible = _visible_from(p.env or env, self.topo)
-        if not m or visible is None:
-            return p
-        rank = int(m.group(1) or 0) * tp + int(m.group(2))
-        if rank >= len(visible):
-            return p
-        return p.model_copy(update={"gpus": [visible[rank]],
-                                    "gpu_source": "CUDA_VISIBLE_DEVICES + worker rank"})
+    # -- which GPUs each process drives ----------------------------------------------------
+    def visible(self, env: dict[str, str]) -> list[int] | None:
+        return _visible_from(env, self.topo)
+
+    def assign(self, members: list[Proc], root_env: dict[str, str], tp: int, pp: int,
+               dp_start: int) -> list[Proc]:
+        """Each process's GPUs: the device files it holds; else, for a worker titled with
+        its ranks, the visible GPU at its local rank — in vLLM's data parallel each engine
+        narrows CUDA_VISIBLE_DEVICES in-process to its slice (vllm/v1/engine/utils.py
+        set_device_control_env_var: GPUs [d*W, (d+1)*W) of the visible ones, W = TP x PP),
+        which /proc/PID/environ (the environment at exec) does not show; else an engine core
+        with no workers drives its DP rank's slice."""
+        world = tp * pp
+        by_pid = {p.pid: p for p in members}
+
+        def dp_of(p: Proc) -> int | None:
+            if "DP" in p.ranks:
+                return p.ranks["DP"]
+            up = by_pid.get(p.ppid or -1)
+            return up.ranks.get("DP") if up is not None and up.role == "engine-core" else None
+
+        def pick(p: Proc, local: int, count: int, what: str) -> Proc:
+            v = self.visible(p.env or root_env)
+            d = dp_of(p)
+            if v is None:
+                return p
+            ld = (d - dp_start) if d is not None else 0
+            if ld < 0:
+                return p
+            if d is not None and len(v) > world and len(v) >= (ld + 1) * world:
+                idx, src = ld * world + local, (
+                    f"CUDA_VISIBLE_DEVICES as exec'd (vLLM narrows it in-process per DP rank) "
+                    f"+ DP rank {d} + {what}")
+            elif len(v) >= local + count:
+                idx, src = local, f"CUDA_VISIBLE_DEVICES + {what}"
+            else:
+                return p
+            if idx + count > len(v):
+                return p
+            return p.model_copy(update={"gpus": v[idx:idx + count], "gpu_source": src})
+
+        has_workers = any(p.role == "worker" for p in members)
+        out = []
+        for p in members:
+            if p.gpus or p.ray:  # Ray sets CUDA_VISIBLE_DEVICES in-process: device files only
+                out.append(p)
+            elif p.role == "worker" and p.title is not None and "PCP" not in p.ranks:
+                local = p.ranks.get("PP", 0) * tp + p.ranks.get("TP", 0)
+                out.append(pick(p, local, 1, "worker rank"))
+            elif p.role == "engine-core" and not has_workers and p.title is not None:
+                out.append(pick(p, 0, world, "engine core (no worker processes)"))
+            else:
+                out.append(p)
+        return out
 
     def cores(self, cpus: Iterable[int]) -> int:
         sib = self.topo.cpu.siblings if self.topo.cpu else {}
@@ -629,29 +945,43 @@ class _Judge:
                                   "socket(s): several NUMA domains per socket")
         return "gpu-bound", "weights and KV cache in GPU memory: the host is off the hot path"
 
-    def server(self, members: list[Proc]) -> Server:
+    def cpu_only(self, argv: list[str], members: list[Proc]) -> bool:
+        if _flag(argv, "--device") == "cpu":
+            return True
+        if any("VLLM_CPU_KVCACHE_SPACE" in p.env or "VLLM_CPU_OMP_THREADS_BIND" in p.env
+               or p.env.get("CUDA_VISIBLE_DEVICES") == "" for p in members):
+            return True
+        # no GPU on the host (and none that sysfs shows under a class advisor skips)
+        return not self.topo.gpus and not any("looks like a GPU" in w
+                                              for w in self.topo.warnings)
+
+    def server(self, members: list[Proc], argv: list[str] | None) -> Server:
         root = members[0]
-        argv = root.argv
-        tp = _int(_flag(argv, "--tensor-parallel-size", "-tp")) or 1
-        pp = _int(_flag(argv, "--pipeline-parallel-size", "-pp")) or 1
-        numa_bind = _has(argv, "--numa-bind")
-        regime, regime_why = self.regime(argv)
+        known = argv is not None
+        args = argv or []
+        tp = _int(_flag(args, "--tensor-parallel-size", "-tp")) or 1
+        pp = _int(_flag(args, "--pipeline-parallel-size", "-pp")) or 1
+        dp = _int(_flag(args, "--data-parallel-size", "-dp")) or 1
+        dp_start = _int(_flag(args, "--data-parallel-start-rank", "-dpr")) or 0
+        numa_bind = _has(args, "--numa-bind")
+        regime, regime_why = self.regime(args)
         findings: list[Finding] = []
-        # the GPUs: each process's own device files; else a worker titled Worker_TP<r> (or
-        # Worker_PP<p>_TP<r>) drives the visible GPU at its local rank p * TP + r (vLLM's
-        # order on one node); else one process drives the first TP x PP visible GPUs
-        members = [self.by_rank(p, root.env, tp) for p in members]
+        members = self.assign(members, root.env, tp, pp, dp_start)
         root = members[0]
         drivers = [p for p in members if p.gpus]
         gpus: list[int] | None
+        device: Literal["gpu", "cpu", "unknown"] = "gpu"
         if drivers:
             gpus = sorted({g for p in drivers for g in p.gpus or []})
         else:
             gpus = None
             # an environ the kernel kept from us says nothing: no GPU is guessed from it
-            reader_visible = (_visible_from(root.env, self.topo) if root.api_key_env is not None
-                              else None)
-            if reader_visible is not None and len(reader_visible) >= tp * pp:
+            reader_visible = (self.visible(root.env) if root.api_key_env is not None
+                              and root.env.get("CUDA_VISIBLE_DEVICES") != "" else None)
+            cpu = self.cpu_only(args, members)
+            if cpu:
+                device = "cpu"
+            elif reader_visible is not None and len(reader_visible) >= tp * pp:
                 gpus = reader_visible[:tp * pp]
                 # one process drives them all (TP 1, or workers we could not map): the root
                 # process is judged for those GPUs
@@ -682,29 +1012,62 @@ class _Judge:
                            + (f" --pid {root.pid}" if root.pid else ""))],
                 why=WHY["unreadable"]))
         gnodes: list[int | None] | None = None
-        if gpus is None:
+        groups: list[list[int]] = []
+        if device == "cpu":
+            gpus = []
+            findings.append(Finding(
+                severity="info", code="cpu-only", pids=[root.pid],
+                text="a CPU vLLM: no GPU is used, so there is no GPU binding to check",
+                evidence=[Evidence(path="/sys/bus/pci/devices",
+                                   value=f"{len(self.topo.gpus)} GPU(s) on the host")],
+                why=WHY["cpu-only"]))
+        elif gpus is None:
+            device = "unknown"
             if not unread:
                 findings.append(Finding(
                     severity="warning", code="gpus-unknown", pids=[root.pid],
                     text="which GPUs this server drives could not be read: no GPU device file "
                     "held open is known to sysfs and CUDA_VISIBLE_DEVICES cannot be mapped "
-                    "(UUIDs, MIG, or mixed GPUs without CUDA_DEVICE_ORDER=PCI_BUS_ID)",
+                    "(UUIDs, MIG, Ray workers, or mixed GPUs without "
+                    "CUDA_DEVICE_ORDER=PCI_BUS_ID)",
                     evidence=[Evidence(path=f"/proc/{root.pid}/environ",
                                        value="CUDA_VISIBLE_DEVICES="
                                        + root.env.get("CUDA_VISIBLE_DEVICES", "(unset)"))],
                     why=WHY["gpus-unknown"]))
         else:
             gnodes = [self.gnodes[g] if g < len(self.gnodes) else None for g in gpus]
-            findings += self.binding(members, drivers, root, regime, regime_why, numa_bind)
-        findings += self.security(root)
+            groups = self.tp_groups(members, drivers, gpus, tp)
+            findings += self.binding(members, drivers, root, args if known else None, regime,
+                                     regime_why, numa_bind)
+            findings += self.links(root, gpus)
+            findings += self.interconnect(root, groups)
+            findings += self.nics(root, args, gpus, tp * pp * dp)
+        findings += self.security(root, argv, members)
         findings += self.floor(members, gpus, root)
         return Server(pid=root.pid, unit=root.unit, processes=members, gpus=gpus,
-                      gpu_nodes=gnodes, tp=tp, pp=pp, numa_bind=numa_bind, regime=regime,
+                      gpu_nodes=gnodes, tp=tp, pp=pp, dp=dp, device=device,
+                      command=argv, tp_groups=groups, numa_bind=numa_bind, regime=regime,
                       findings=_merge(findings))
 
-    # the binding of each GPU-driving process to its GPUs' node
-    def binding(self, members: list[Proc], drivers: list[Proc], root: Proc, regime: str,
-                regime_why: str, numa_bind: bool) -> list[Finding]:
+    def tp_groups(self, members: list[Proc], drivers: list[Proc], gpus: list[int],
+                  tp: int) -> list[list[int]]:
+        """The GPUs of each TP group: workers by their (DP, PP) ranks, else the server's GPUs
+        in chunks of TP."""
+        if tp < 2:
+            return []
+        keyed: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for p in drivers:
+            if p.role == "worker" and "TP" in p.ranks and len(p.gpus or []) == 1:
+                key = (p.ranks.get("DP", -1) if "DP" in p.ranks else -1, p.ranks.get("PP", 0))
+                keyed.setdefault(key, []).append((p.ranks["TP"], (p.gpus or [0])[0]))
+        if keyed:
+            return [[g for _, g in sorted(v)] for _, v in sorted(keyed.items()) if len(v) > 1]
+        return [gpus[i:i + tp] for i in range(0, len(gpus), tp) if len(gpus[i:i + tp]) > 1]
+
+    # -- the binding of each GPU-driving process to its GPUs' node -------------------------
+    def binding(self, members: list[Proc], drivers: list[Proc], root: Proc,
+                argv: list[str] | None, regime: str, regime_why: str,
+                numa_bind: bool) -> list[Finding]:
         out: list[Finding] = []
         if not self.multi:
             return out
@@ -723,7 +1086,10 @@ class _Judge:
                 why=WHY["gpu-node-hidden"]))
             return out
         nodes = [n for n in all_nodes if n is not None]
-        if len(nodes) > 1 and not numa_bind:
+        spanning = len(nodes) > 1
+        # one fix for the whole server: every finding below carries the same one
+        fixes = self.server_fixes(root, argv, nodes, numa_bind)
+        if spanning and not numa_bind:
             out.append(Finding(
                 severity="warning" if regime == "host-heavy" else "info",
                 code="spans-nodes", pids=[root.pid],
@@ -731,21 +1097,61 @@ class _Judge:
                 f"{regime_why})",
                 evidence=[Evidence(path=self.node_path(g), value=str(self.gnodes[g]))
                           for p in drivers for g in (p.gpus or [])][:8],
-                fixes=[Fix(kind="vllm-flag", text="--numa-bind   # vLLM PR #38635 (first release "
-                           "inferred 0.19.0): each worker on its own GPU's node"),
-                       self.numactl(root, nodes, interleave=True)],
-                why=WHY["spans-nodes"]))
+                fixes=fixes, why=WHY["spans-nodes"]))
         for p in drivers:
             want = sorted({n for g in p.gpus or [] if (n := self.gnodes[g]) is not None})
             if not want:
                 continue
             if len(want) > 1 and p.role != "worker" and numa_bind:
                 continue
-            out += self.one(p, want, root, regime, regime_why, spanning=len(nodes) > 1)
+            out += self.one(p, want, regime, regime_why, spanning, fixes)
         return out
 
-    def one(self, p: Proc, want: list[int], root: Proc, regime: str, regime_why: str,
-            spanning: bool) -> list[Finding]:
+    def server_fixes(self, root: Proc, argv: list[str] | None, nodes: list[int],
+                     numa_bind: bool) -> list[Fix]:
+        """The one change for the whole server: on one node, the server bound there; across
+        nodes, vLLM's --numa-bind (each worker on its own GPU's node) with every GPU node's
+        CPUs allowed — never one worker's node for all of them."""
+        cmd = shlex.join(_without_secret_flags(argv)) if argv else None
+        cpus = [c for n in nodes for c in self.node_cpus.get(n, [])]
+        unit = root.unit
+        out: list[Fix] = []
+        if len(nodes) <= 1:
+            out.append(self.numactl(cmd, nodes))
+            if _is_systemd(unit):
+                out.append(self.dropin(unit, cpus, nodes, None))
+            elif unit and unit.startswith("docker:"):
+                out.append(Fix(kind="docker", text=f"docker run --cpuset-cpus={_span(cpus)} "
+                               f"--cpuset-mems={_span(nodes)} …   # recreate container "
+                               f"{unit[7:]} with these"))
+        else:
+            with_flag = (cmd if numa_bind else f"{cmd} --numa-bind") if cmd else None
+            out.append(Fix(kind="vllm-flag", text=(
+                "--numa-bind   # vLLM PR #38635 (first release inferred 0.19.0): each worker on "
+                "its own GPU's node; " + (f"the command: {with_flag}" if with_flag else
+                                         "add it to your vllm serve command"))
+                if not numa_bind else (
+                "start it without an outer taskset/numactl or CPU limit that keeps workers "
+                f"off their GPUs' nodes {_span(nodes)}"
+                + (f": {with_flag}" if with_flag else ""))))
+            if _is_systemd(unit):
+                drop = self.dropin(unit, cpus, None, None)
+                out.append(drop.model_copy(update={
+                    "text": drop.text + "NUMAPolicy=default\n",
+                    "then": (drop.then or "") + ("" if numa_bind else
+                                                 "   # and --numa-bind on ExecStart")}))
+            elif unit and unit.startswith("docker:"):
+                out.append(Fix(kind="docker", text=f"docker run --cpuset-cpus={_span(cpus)} "
+                               f"--cpuset-mems={_span(nodes)} … --numa-bind   # recreate "
+                               f"container {unit[7:]} with these"))
+        if unit == "kubepods":
+            out.append(Fix(kind="run-as", text="kubelet: --cpu-manager-policy=static "
+                           "--topology-manager-policy=single-numa-node, and a Guaranteed pod "
+                           "(advisor render --target k8s writes both)"))
+        return out
+
+    def one(self, p: Proc, want: list[int], regime: str, regime_why: str, spanning: bool,
+            fixes: list[Fix]) -> list[Finding]:
         out: list[Finding] = []
         want_cpus = {c for n in want for c in self.node_cpus.get(n, [])}
         allowed = set(p.cpus or [])
@@ -754,7 +1160,6 @@ class _Judge:
         ev_cpu = Evidence(path=f"/proc/{p.pid}/status", value="Cpus_allowed_list: "
                           + _span(allowed))
         on_nodes = sorted({n for n, cs in self.node_cpus.items() if allowed & set(cs)})
-        fixes = self.fixes(p, root, want)
         who = f"{p.role} {p.pid} (GPU {_span(gp)})"
         if p.cpus is not None and not allowed & want_cpus:
             out.append(Finding(
@@ -796,12 +1201,18 @@ class _Judge:
         else:
             total = sum((p.kib_per_node or {}).values())
             off = sum(k for n, k in (p.kib_per_node or {}).items() if n not in want)
-            if total and off * 2 > total:
+            share = off / total if total else 0.0
+            # a majority elsewhere is a warning; with the host on the hot path 20% is
+            # (REMOTE_SHARE_HOST_HEAVY: TensorRT-LLM PR #18117); 20-50% otherwise a note
+            warn = share > REMOTE_SHARE_GPU_BOUND or (
+                regime == "host-heavy" and share >= REMOTE_SHARE_HOST_HEAVY)
+            if total and (warn or share >= REMOTE_SHARE_HOST_HEAVY):
                 out.append(Finding(
-                    severity="warning", code="memory-off-node", pids=[p.pid],
-                    text=f"{who}: {100 * off // total}% of its resident memory "
+                    severity="warning" if warn else "info", code="memory-off-node",
+                    pids=[p.pid],
+                    text=f"{who}: {round(100 * share)}% of its resident memory "
                     f"({off // 1024} of {total // 1024} MiB) is on other nodes than its GPU's "
-                    f"node {_span(want)}",
+                    f"node {_span(want)} ({regime})",
                     evidence=[ev_mem, *ev_gpu], fixes=fixes, why=WHY["memory-off-node"]))
         omp = p.env.get("OMP_NUM_THREADS", "")
         if omp.isdigit() and allowed and int(omp) > len(allowed):
@@ -816,32 +1227,11 @@ class _Judge:
                 why=WHY["omp-oversubscribed"]))
         return out
 
-    def fixes(self, p: Proc, root: Proc, nodes: list[int]) -> list[Fix]:
-        out = [self.numactl(root, nodes)]
-        unit = root.unit or p.unit
-        cpus = [c for n in nodes for c in self.node_cpus.get(n, [])]
-        if _is_systemd(unit):
-            out.append(self.dropin(unit, cpus, nodes, None))
-        elif unit and unit.startswith("docker:"):
-            out.append(Fix(kind="docker", text=f"docker run --cpuset-cpus={_span(cpus)} "
-                           f"--cpuset-mems={_span(nodes)} …   # recreate container "
-                           f"{unit[7:]} with these"))
-        elif unit == "kubepods":
-            out.append(Fix(kind="run-as", text="kubelet: --cpu-manager-policy=static "
-                           "--topology-manager-policy=single-numa-node, and a Guaranteed pod "
-                           "(advisor render --target k8s writes both)"))
-        return out
-
-    def numactl(self, root: Proc, nodes: list[int], interleave: bool = False) -> Fix:
+    def numactl(self, cmd: str | None, nodes: list[int], interleave: bool = False) -> Fix:
         joined = _span(nodes)
         mem = f"--interleave={joined}" if interleave else f"--membind={joined}"
-        cmd = [a for a in root.argv]
-        if not cmd or cmd[0].startswith("VLLM::"):
-            tail = "<your vllm serve command>"
-        else:
-            cmd = _without_secret_flags(cmd)
-            tail = shlex.join(cmd)
-        return Fix(kind="numactl", text=f"numactl --cpunodebind={joined} {mem} {tail}")
+        return Fix(kind="numactl", text=f"numactl --cpunodebind={joined} {mem} "
+                   + (cmd or "<your vllm serve command>"))
 
     def dropin(self, unit: str | None, cpus: list[int] | None, nodes: list[int] | None,
                omp: int | None) -> Fix:
@@ -863,11 +1253,165 @@ class _Judge:
                    path=f"{base}/{name}.d/50-advisor-numa.conf",
                    then=f"{ctl} daemon-reload && {ctl} restart {name}")
 
-    def security(self, root: Proc) -> list[Finding]:
+    # -- the GPU side ----------------------------------------------------------------------
+    def links(self, root: Proc, gpus: list[int]) -> list[Finding]:
+        """PCIe links trained below what the GPU and the slot support (sysfs)."""
+        from advisor.host.topology import _read
+
+        out: list[Finding] = []
+        for g in gpus:
+            bus = self.bus.get(g)
+            if bus is None:
+                continue
+            d = self.sysfs / "sys" / "bus" / "pci" / "devices" / bus
+            cw, mw = _read(d / "current_link_width"), _read(d / "max_link_width")
+            cs, ms = _read(d / "current_link_speed"), _read(d / "max_link_speed")
+            base = f"/sys/bus/pci/devices/{bus}"
+            if cw and mw and cw.isdigit() and mw.isdigit() and 0 < int(cw) < int(mw):
+                out.append(Finding(
+                    severity="warning", code="pcie-width-below-max", pids=[root.pid],
+                    text=f"GPU {g} ({bus}): PCIe link x{cw} of x{mw}",
+                    evidence=[Evidence(path=f"{base}/current_link_width", value=cw),
+                              Evidence(path=f"{base}/max_link_width", value=mw)],
+                    fixes=[Fix(kind="run-as", text=f"nvidia-smi -q -i {bus} -d PCIE   # under "
+                               "load; if it stays narrow: reseat the GPU or check the slot/"
+                               "riser (the provider, for a cloud instance)")],
+                    why=WHY["pcie-width-below-max"]))
+            sc, sm = _speed(cs), _speed(ms)
+            if sc is not None and sm is not None and sc < sm:
+                out.append(Finding(
+                    severity="info", code="pcie-speed-below-max", pids=[root.pid],
+                    text=f"GPU {g} ({bus}): PCIe link at {cs} of {ms}",
+                    evidence=[Evidence(path=f"{base}/current_link_speed", value=cs or ""),
+                              Evidence(path=f"{base}/max_link_speed", value=ms or "")],
+                    fixes=[Fix(kind="run-as", text=f"nvidia-smi -q -i {bus} -d PCIE   # under "
+                               "load: 'Current' should reach 'Max'")],
+                    why=WHY["pcie-speed-below-max"]))
+        return out
+
+    def nvswitch(self) -> bool:
+        """An NVIDIA NVSwitch (PCI class 0x0680, vendor 0x10de) in sysfs: an NVLink fabric."""
+        from advisor.host.topology import _entries, _read
+
+        for d in _entries(self.sysfs / "sys" / "bus" / "pci" / "devices", "*"):
+            if (_read(d / "vendor") or "") == "0x10de" and (
+                    _read(d / "class") or "").startswith("0x0680"):
+                return True
+        return False
+
+    def interconnect(self, root: Proc, groups: list[list[int]]) -> list[Finding]:
+        """TP groups whose GPUs hang off different nodes, and what joins them."""
+        out: list[Finding] = []
+        smi = {g.index: g.links for g in self.topo.nvidia_smi or []}
+        fabric: bool | None = None
+        for grp in groups:
+            nodes = sorted({n for g in grp if g < len(self.gnodes)
+                            and (n := self.gnodes[g]) is not None})
+            if len(nodes) < 2:
+                continue
+            ev = [Evidence(path=self.node_path(g), value=str(self.gnodes[g])) for g in grp[:8]]
+            per_node = {n: [g for g, gn in enumerate(self.gnodes) if gn == n] for n in nodes}
+            roomy = [n for n, gs in per_node.items() if len(gs) >= len(grp)]
+            alt = (f"CUDA_VISIBLE_DEVICES={','.join(map(str, per_node[roomy[0]][:len(grp)]))} "
+                   f"(node {roomy[0]}'s GPUs)" if roomy else
+                   f"-tp {max(1, len(grp) // len(nodes))} -pp {len(nodes)} (a stage per socket)")
+            if smi:
+                pairs = [(a, b, smi.get(a, {}).get(f"GPU{b}", "?"))
+                         for i, a in enumerate(grp) for b in grp[i + 1:]]
+                slow = [(a, b, k) for a, b, k in pairs if not k.startswith("NV")]
+                if not slow:
+                    continue
+                out.append(Finding(
+                    severity="warning", code="tp-over-pcie", pids=[root.pid],
+                    text=f"TP group GPU(s) {_span(grp)} spans nodes {_span(nodes)} without "
+                    f"NVLink between " + ", ".join(f"GPU{a}-GPU{b} ({k})"
+                                                    for a, b, k in slow[:4]),
+                    evidence=[*ev, *[Evidence(path="nvidia-smi topo -m",
+                                              value=f"GPU{a} GPU{b}: {k}")
+                                     for a, b, k in slow[:4]]],
+                    fixes=[Fix(kind="vllm-flag", text=alt)], why=WHY["tp-over-pcie"]))
+            else:
+                if fabric is None:
+                    fabric = self.nvswitch()
+                if fabric:
+                    continue
+                out.append(Finding(
+                    severity="info", code="tp-across-sockets", pids=[root.pid],
+                    text=f"TP group GPU(s) {_span(grp)} spans nodes {_span(nodes)}; whether "
+                    "NVLink joins them is not in sysfs",
+                    evidence=ev,
+                    fixes=[Fix(kind="run-as", text="nvidia-smi topo -m > topo.txt && advisor "
+                               "doctor --nvidia-smi-topo topo.txt   # NV# = NVLink, SYS = "
+                               "across the socket link"),
+                           Fix(kind="vllm-flag", text=alt + "   # if they are PCIe-only")],
+                    why=WHY["tp-across-sockets"]))
+        return out
+
+    def nics(self, root: Proc, argv: list[str], gpus: list[int], world: int) -> list[Finding]:
+        """For a server whose traffic leaves the host (multi-node, KV transfer), a GPU node
+        with no NIC on it."""
+        nnodes = _int(_flag(argv, "--nnodes", "-n"))
+        dpl = _int(_flag(argv, "--data-parallel-size-local", "-dpl"))
+        dp = _int(_flag(argv, "--data-parallel-size", "-dp")) or 1
+        why_out = ("--kv-transfer-config" if _has(argv, "--kv-transfer-config") else
+                   "--headless" if _has(argv, "--headless") else
+                   f"--nnodes {nnodes}" if nnodes and nnodes > 1 else
+                   "--data-parallel-address" if _has(argv, "--data-parallel-address") else
+                   f"--data-parallel-size-local {dpl} of {dp}" if dpl and dpl < dp else
+                   f"{world} ranks on {len(self.topo.gpus)} GPU(s) here"
+                   if len(self.topo.gpus) and world > len(self.topo.gpus) else None)
+        if why_out is None or not self.multi or not self.topo.nics:
+            return []
+        if any(n.numa_node is None for n in self.topo.nics):
+            return []
+        nic_nodes = {n.numa_node for n in self.topo.nics}
+        out: list[Finding] = []
+        for node in sorted({self.gnodes[g] for g in gpus if g < len(self.gnodes)
+                            and self.gnodes[g] is not None}, key=lambda n: n or 0):
+            if node in nic_nodes:
+                continue
+            mine = [g for g in gpus if g < len(self.gnodes) and self.gnodes[g] == node]
+            far = [n for n in self.topo.nics][:4]
+            out.append(Finding(
+                severity="warning", code="nic-remote", pids=[root.pid],
+                text=f"GPU(s) {_span(mine)} on node {node} have no NIC on their node "
+                f"({why_out}): their traffic to other hosts crosses the socket link to "
+                + ", ".join(f"{n.bus_id} (node {n.numa_node})" for n in far),
+                evidence=[*[Evidence(path=f"/sys/bus/pci/devices/{n.bus_id}/numa_node",
+                                     value=str(n.numa_node)) for n in far],
+                          *[Evidence(path=self.node_path(g), value=str(node))
+                            for g in mine[:4]]],
+                fixes=[Fix(kind="run-as", text="place this server's GPUs on the node(s) of "
+                           "the RDMA NICs (CUDA_VISIBLE_DEVICES), or add a NIC on node "
+                           f"{node}; NCCL_IB_HCA / UCX_NET_DEVICES name the NIC each rank "
+                           "uses")],
+                why=WHY["nic-remote"]))
+        return out
+
+    # -- safety, floor, host ---------------------------------------------------------------
+    def security(self, root: Proc, argv: list[str] | None, members: list[Proc]
+                 ) -> list[Finding]:
         out: list[Finding] = []
         if root.role != "api-server":
             return out
-        if any(a.split("=", 1)[0] == "--api-key" for a in root.argv):
+        if argv is not None and _has(argv, "--headless"):
+            return out  # no HTTP server in this process tree
+        if argv is None:
+            if root.api_key_env is False:
+                out.append(Finding(
+                    severity="info", code="argv-replaced", pids=[root.pid],
+                    text=f"server {root.pid}'s command line was replaced by its title "
+                    f"{(root.argv or ['?'])[0]!r}: --api-key and --host cannot be read, and "
+                    "VLLM_API_KEY is unset in its environment",
+                    evidence=[Evidence(path=f"/proc/{root.pid}/cmdline",
+                                       value=(root.argv or ["?"])[0]),
+                              Evidence(path=f"/proc/{root.pid}/environ",
+                                       value="VLLM_API_KEY unset")],
+                    fixes=[Fix(kind="env", text="VLLM_API_KEY=<a random key>   # in its "
+                               "environment: then doctor can see a key is set")],
+                    why=WHY["argv-replaced"]))
+            return out
+        if any(a.split("=", 1)[0] == "--api-key" for a in argv):
             out.append(Finding(
                 severity="warning", code="api-key-in-argv", pids=[root.pid],
                 text=f"server {root.pid} has its API key in its command line, readable by every "
@@ -877,7 +1421,7 @@ class _Judge:
                            "readable by the service user only (chmod 0640), then drop --api-key")],
                 why=WHY["api-key-in-argv"]))
         elif root.api_key_env is False:
-            host = _flag(root.argv, "--host")
+            host = _flag(argv, "--host")
             if host not in ("127.0.0.1", "localhost", "::1"):
                 out.append(Finding(
                     severity="warning", code="no-api-key", pids=[root.pid],
@@ -968,7 +1512,7 @@ def _visible_from(env: dict[str, str], topo: Topology) -> list[int] | None:
     if raw is None:
         return list(range(n))
     items = [x.strip() for x in raw.split(",") if x.strip()]
-    if not all(x.isdigit() for x in items) or any(int(x) >= n for x in items):
+    if not items or not all(x.isdigit() for x in items) or any(int(x) >= n for x in items):
         return None
     if env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and len({g.device_id for g in topo.gpus}) > 1:
         return None
@@ -1007,8 +1551,22 @@ def _numa_balancing(proc: Path) -> int | None:
     return int(text) if text.isdigit() and int(text) < 16 else None
 
 
+def _check_sysfs(root: Path) -> None:
+    """A --sysfs-root that holds no sys/ tree is bad input, not an empty host."""
+    shown = str(root)[:120]
+    if not root.is_dir():
+        raise UserInputError(f"--sysfs-root {shown}: not a directory",
+                             hint="point it at / or at a copied tree holding sys/")
+    sys_dir = root / "sys"
+    if not any((sys_dir / p).is_dir() for p in ("devices/system/node", "devices/system/cpu",
+                                                "bus/pci/devices")):
+        raise UserInputError(f"--sysfs-root {shown}: no sys/ tree under it "
+                             "(sys/devices/system and sys/bus/pci are missing)",
+                             hint="point it at / or at a copied tree holding sys/")
+
+
 def diagnose(pids: list[int] | None = None, *, proc_root: str | Path = "/",
-             sysfs_root: str | Path = "/") -> Report:
+             sysfs_root: str | Path = "/", nvidia_smi_topo: str | None = None) -> Report:
     """Every running vLLM server (or the servers of ``pids``) on this host, judged."""
     proc_root, sysfs_root = Path(proc_root), Path(sysfs_root)
     proc = proc_root / "proc"
@@ -1028,21 +1586,29 @@ def diagnose(pids: list[int] | None = None, *, proc_root: str | Path = "/",
                              "proc/ tree)")
     if not os.access(proc, os.R_OK | os.X_OK):
         raise unreadable
-    topo = probe(sysfs_root)
-    reader = _Reader(proc_root, sysfs_root, topo)
+    reader = _Reader(proc_root, sysfs_root)
     listed = reader.pids()
     if not listed:
         raise UserInputError(f"{str(proc)[:120]}: no process folders: not a /proc tree",
                              hint="point --proc-root at / (or at a folder holding a copied "
                              "proc/ tree)")
-    judge = _Judge(topo, proc_root, _numa_balancing(proc))
+    for p in pids or []:
+        if p not in listed or reader.argv(p) is None:
+            raise UserInputError(f"--pid {p}: no such process (or its command line cannot "
+                                 "be read)", hint="'pgrep -af vllm' lists vLLM's processes")
+    _check_sysfs(sysfs_root)
+    topo = probe(sysfs_root, nvidia_smi_topo)
+    reader.set_topology(topo)
+    judge = _Judge(topo, sysfs_root, _numa_balancing(proc))
+    groups, strays = find_servers(reader, pids)
     servers = []
-    for group in find_servers(reader, pids):
+    for group in groups:
         # a process that ended while we read has no status left: it is not judged
-        members = [p for p in (reader.read(pid, role) for pid, role in group)
-                   if p.cpus is not None or p.argv]
-        if members:
-            servers.append(judge.server(members))
+        members = [p for p in (reader.read(m.pid, m.role, m.title, m.ray)
+                               for m in group.members) if p.cpus is not None or p.argv]
+        if members and members[0].pid == group.members[0].pid:
+            servers.append(judge.server(members, redact(group.argv)
+                                        if group.argv is not None else None))
     cpu = topo.cpu
     facts = HostFacts(nodes={n.id: n.cpus for n in topo.nodes},
                       cpus=cpu.cpus if cpu else None, cores=cpu.cores if cpu else None,
@@ -1050,6 +1616,14 @@ def diagnose(pids: list[int] | None = None, *, proc_root: str | Path = "/",
                       gpus=[g.bus_id for g in topo.gpus], gpu_nodes=gpu_nodes(topo),
                       numa_balancing=judge.numa_balancing)
     findings = judge.host(servers)
+    if strays:
+        findings.append(Finding(
+            severity="info", code="ray-workers-unattributed", pids=strays[:64],
+            text=f"{len(strays)} Ray worker(s) ({_pids(strays[:8])}) with several or no "
+            "Ray-backed vLLM servers here: not judged",
+            fixes=[Fix(kind="run-as", text="advisor doctor --pid <a Ray worker's pid> "
+                       "judges it with its server only when one Ray-backed server runs here")],
+            why=WHY["ray-workers-unattributed"]))
     # a hidden GPU node is judged above (it matters on a multi-node host only)
     findings += [Finding(severity="info", code="probe", text=w) for w in topo.warnings
                  if "reads -1" not in w]
