@@ -137,7 +137,13 @@ sys.stdout.write(v)' "$1"
 fetch_secret() {
   local ref="$1"
   case "$ref" in
-    file:*) cat "${ref#file:}" ;;
+    file:*)
+      # a regular file, at most 4 KiB: /dev/zero or a FIFO would never end the read
+      if [[ ! -f "${ref#file:}" ]]; then
+        log "${ref#file:} is not a regular file"
+        return 1
+      fi
+      head -c 4096 -- "${ref#file:}" ;;
     *)
       if declare -F fetch_cloud_secret >/dev/null; then
         fetch_cloud_secret "$ref"
@@ -147,8 +153,9 @@ fetch_secret() {
       fi ;;
   esac
 }
-# A secret that comes back empty stops the replica: vLLM only enforces a non-empty key, so an
-# empty one would serve the API to anyone.
+# A secret that comes back empty, blank or as a stand-in for nothing (None, null: what a CLI
+# prints for a missing value) stops the replica: vLLM only enforces a non-empty key, so such a
+# key would serve the API to anyone who guesses it.
 read_secret() {
   local what="$1" ref="$2" value
   if ! value="$(fetch_secret "$ref")"; then
@@ -156,10 +163,15 @@ read_secret() {
     exit 1
   fi
   value="${value%$'\n'}"
-  if [[ -z "$value" ]]; then
-    log "$what from $ref is empty; refusing to start without it"
+  if [[ -z "${value//[[:space:]]/}" ]]; then
+    log "$what from $ref is empty or blank; refusing to start without it"
     exit 1
   fi
+  case "${value,,}" in
+    none | null | undefined)
+      log "$what from $ref reads '$value', not a key; refusing to start without one"
+      exit 1 ;;
+  esac
   printf '%s' "$value"
 }
 

@@ -60,7 +60,7 @@ def test_the_default_pick_is_the_cheapest_instance_within_the_targets(cat, model
     why = {f"{r.provider}:{r.instance}": r.by for r in rejected}
     assert cheaper <= set(why)
     assert {why[k] for k in cheaper} <= {"does not fit", "host floor", "--max-tpot-ms",
-                                         "--max-ttft-ms", "no perf data"}
+                                         "--max-ttft-ms", "no perf data", "retired"}
 
 
 def test_the_saturated_b200_pick_is_only_the_batch_answer(cat):

@@ -16,6 +16,7 @@ Importing ``advisor`` builds nothing: each name is loaded from its module on fir
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from advisor._version import __version__
@@ -159,6 +160,10 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         module, attr = _LAZY[name]
         value = getattr(importlib.import_module(module), attr)
+        if inspect.isfunction(value):  # the SDK's door: wrong types are one clear error
+            from advisor.errors import typed
+
+            value = typed(value)
         globals()[name] = value  # once loaded, a plain attribute
         return value
     raise AttributeError(f"module 'advisor' has no attribute {name!r}")

@@ -191,7 +191,7 @@ def _render_result(**fields: Any) -> RenderResult:
     return RenderResult(**fields)
 
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 #: the longest model reference looked at (HF repo ids are at most 96 characters; paths 4096)
 MAX_REF = 4096
 
@@ -828,6 +828,7 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         raise UserInputError("--instance names a catalog entry; --target local lays out this "
                              "host from its probe", hint="drop --instance (or --target local)")
     finite("--gpu-memory-utilization", gpu_memory_utilization, high=1.0)
+    check_value("host", host)  # before any ranking: an address, or one clear line
     req = RenderRequest(model="placeholder/model", max_model_len=ctx, vllm_version=vllm_version,
                         port=port, host=host, api_key_ref="file:/placeholder",
                         gpu_memory_utilization=gpu_memory_utilization, ray_head=ray_head)

@@ -17,8 +17,12 @@ a traceback is shown only with ``--debug``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import inspect
+import os
+from collections.abc import Callable, Iterable
 from difflib import get_close_matches
+from typing import Any, TypeVar
 
 
 class AdvisorError(Exception):
@@ -90,3 +94,80 @@ class OperationError(AdvisorError):
     """A well-formed request that failed while being carried out."""
 
     exit_code = 1
+
+
+# -- the SDK's types at the door --------------------------------------------------------------
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: annotation words the door checks (others pass: pydantic models check themselves)
+_SIMPLE: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "None": lambda v: v is None,
+    "Path": lambda v: isinstance(v, os.PathLike),
+    "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "dict[str, Any]": lambda v: isinstance(v, dict),
+}
+
+
+def _word_test(word: str, names: dict[str, Any]) -> Callable[[Any], bool] | None:
+    """The test for one annotation word: a simple one, or a class the function's module
+    names (``Deployment``, ``Mapping[str, str]`` -> its base class); None: not checked."""
+    import collections.abc as abc
+
+    if word in _SIMPLE:
+        return _SIMPLE[word]
+    base = word.split("[", 1)[0].strip()
+    found = names.get(base, getattr(abc, base, None))
+    if isinstance(found, type):
+        return lambda v: isinstance(v, found)
+    return None
+
+
+def _checker(annotation: object, names: dict[str, Any]) -> Callable[[Any], bool] | None:
+    """A test for a string annotation whose every alternative can be tested (``str | None``,
+    ``Deployment``), else None."""
+    if not isinstance(annotation, str):
+        return None
+    words, depth, start = [], 0, 0
+    for i, ch in enumerate(annotation):  # split on the top level's '|' only
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "|" and depth == 0:
+            words.append(annotation[start:i].strip())
+            start = i + 1
+    words.append(annotation[start:].strip())
+    tests = [_word_test(w, names) for w in words]
+    if not words or any(t is None for t in tests):
+        return None
+    return lambda v: any(t(v) for t in tests if t is not None)
+
+
+def typed(func: _F) -> _F:
+    """An SDK function whose simply-typed arguments (str, int, float, bool, paths, lists of
+    str, and unions of them) are checked at the call: a wrong type is a UserInputError naming
+    the parameter — never an AttributeError from deep inside (a wrong keyword name stays
+    Python's TypeError)."""
+    sig = inspect.signature(func)
+    import builtins
+
+    names = {**vars(builtins), **getattr(func, "__globals__", {})}
+    checks = {n: c for n, p in sig.parameters.items()
+              if (c := _checker(p.annotation, names)) is not None}
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return func(*args, **kwargs)  # let Python word the wrong call
+        for name, value in bound.arguments.items():
+            check = checks.get(name)
+            if check is not None and not check(value):
+                want = sig.parameters[name].annotation
+                raise UserInputError(f"{name} must be {want}, not {type(value).__name__}",
+                                     hint=f"see help(advisor.{func.__name__})")
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

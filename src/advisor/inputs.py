@@ -108,8 +108,18 @@ def loads_json(text: str, *, what: str = "JSON", hint: str | None = None,
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not a JSON number")
 
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        # json.loads keeps the last of two equal keys: a config.json that says
+        # hidden_size twice would be sized on whichever came last, silently
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"the key {key[:60]!r} appears twice in one object")
+            out[key] = value
+        return out
+
     try:
-        return json.loads(text, parse_constant=no_constant)
+        return json.loads(text, parse_constant=no_constant, object_pairs_hook=no_duplicates)
     except RecursionError as exc:
         raise UserInputError(f"{what}: JSON nested too deeply", hint=hint) from exc
     except ValueError as exc:

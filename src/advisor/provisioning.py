@@ -53,7 +53,7 @@ from advisor.clouds.base import (
     check_cidr,
     check_name,
     default_name,
-    is_world,
+    opens_world,
     user_agent_labels,
 )
 from advisor.clouds.registry import CLOUDS
@@ -347,9 +347,10 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     cat = catalog or load_catalog()
     allow = [check_cidr(c) for c in allow_cidrs or []]
     ssh = [check_cidr(c) for c in ssh_cidrs or []]
-    warnings = [f"{c} opens the vLLM port(s) to the whole internet (the API key still guards "
-                "them)" for c in allow if is_world(c)]
-    warnings += [f"{c} opens SSH to the whole internet" for c in ssh if is_world(c)]
+    warnings = [f"{r} {'open' if ' + ' in r else 'opens'} the vLLM port(s) to the whole "
+                "internet (the API key still guards them)" for r in opens_world(allow)]
+    warnings += [f"{r} {'open' if ' + ' in r else 'opens'} SSH to the whole internet"
+                 for r in opens_world(ssh)]
     if provider is not None:
         registry.info(provider)  # NotFoundError naming the clouds
     # the cloud a named instance belongs to binds the same way --provider does (the SDK path
@@ -935,6 +936,9 @@ def down(name: str, *, store: Store | None = None, backends: ProviderSource = No
     credentials, no SDK, permission denied) is no proof that nothing runs there: it is named in
     ``not_searched`` and ``complete`` is False (the CLI then exits 1)."""
     say = progress or (lambda _m: None)
+    # a name no launch could have made ('' or UPPER) is refused before any sweep: it would
+    # search every region of every cloud and find nothing
+    check_name(name)
     st = store or Store()
     _hold(st, name, "taken down")
     dep = st.get(name)

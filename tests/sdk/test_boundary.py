@@ -51,7 +51,8 @@ def test_options_after_the_model_are_keyword_only():
     (lambda: advisor.render_files("qwen3-8b", 8192, api_key_ref="aws-ssm:/x;reboot"),
      "api key ref"),
     (lambda: advisor.render_files("llama-3-8b", 8192), "gated"),
-    (lambda: advisor.render_files("llama-3-8b", 8192, hf_token_ref="$(reboot)"), "api key ref"),
+    (lambda: advisor.render_files("llama-3-8b", 8192, hf_token_ref="$(reboot)"),
+     "is not a reference"),
     (lambda: advisor.provision("llama-3-8b", 8192, dry_run=True), "gated"),
     (lambda: advisor.model_spec("x" * 100_000), "not a model reference"),
 ])

@@ -61,10 +61,13 @@ def enabled(environ: dict[str, str] | None = None) -> bool:
 
 
 def _add_file(h: hashlib._Hash, name: str, path: Path) -> None:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:  # unreadable: the loader reports it; the key only has to differ
-        data = f"<unreadable: {type(exc).__name__}>".encode()
+    from advisor.errors import UserInputError
+    from advisor.inputs import read_bytes
+
+    try:  # bounded: a FIFO or /dev/zero in a catalog tree must not hang the cache key
+        data = read_bytes(path, limit=64 * 2**20, what="")
+    except (OSError, UserInputError) as exc:  # the loader reports it; the key only has to differ
+        data = f"<unreadable: {type(exc).__name__}: {exc}>".encode()
     h.update(f"{name}\0{len(data)}\0".encode())
     h.update(data)
 

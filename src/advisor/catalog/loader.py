@@ -157,15 +157,23 @@ def _display(path: Path, root: Path) -> str:
 def _read_yaml(path: Path, root: Path, problems: list[Problem]) -> Any:
     import yaml
 
+    from advisor.errors import UserInputError
+    from advisor.inputs import read_text
+
     shown = _display(path, root)
     try:
         if path.stat().st_size > MAX_YAML_BYTES:
             problems.append(Problem(shown, None, None,
                                     f"larger than {MAX_YAML_BYTES // 2**20} MiB: refused unread"))
             return None
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        # the bounded reader: a FIFO named instances/aws.yaml would hang read_text, a link to
+        # /dev/zero would end in MemoryError
+        text = read_text(path, limit=MAX_YAML_BYTES, what="")
+    except OSError as exc:
         problems.append(Problem(shown, None, None, f"cannot read: {exc}"))
+        return None
+    except UserInputError as exc:
+        problems.append(Problem(shown, None, None, str(exc).split(": ", 1)[-1]))
         return None
     try:
         return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a safe loader

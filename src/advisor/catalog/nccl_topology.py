@@ -60,7 +60,7 @@ MAX_DEPTH = 32
 MAX_ELEMENTS = 10_000
 
 _DECLARATION = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
-_BUSID = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+_BUSID = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])\Z")
 _VENDORS = {"genuineintel": "intel", "authenticamd": "amd"}
 _HINT = "give the NCCL topology XML file itself (<system><cpu><pci .../></cpu></system>)"
 

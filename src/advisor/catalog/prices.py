@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from advisor.errors import UserInputError
+from advisor.inputs import read_text
+
 #: a price file larger than this is refused unread (the three bundled files are ~100 KiB)
 MAX_FILE_BYTES = 4 * 2**20
 #: the dearest instance type sold by the hour is ~$120/h; a row above this is a typo
@@ -105,9 +108,12 @@ def read_dir(root: Path, shown: Callable[[Path], str],
                                              f"larger than {MAX_FILE_BYTES} bytes: refused "
                                              "unread"))
                 continue
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_text(path, limit=MAX_FILE_BYTES, what="")
+        except OSError as exc:
             problems.append(PriceProblem(name, None, None, f"cannot read: {exc}"))
+            continue
+        except UserInputError as exc:  # not a regular file, too large, not UTF-8
+            problems.append(PriceProblem(name, None, None, str(exc).split(": ", 1)[-1]))
             continue
         reader = csv.reader(io.StringIO(text))
         header = next(reader, None)

@@ -17,10 +17,10 @@ Confidence = Literal["documented", "measured", "inferred"]
 
 #: Names that reach shell lines, file names and cloud APIs later: letters, digits, ``. _ -``
 #: and, for Azure sizes and GCP types, nothing else. A hostile name fails here, at load time.
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
-REGION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-CONFIG_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json$")
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}\Z")
+REGION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+CONFIG_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json\Z")
 
 
 def _check_region(value: str) -> str:
@@ -398,7 +398,7 @@ class QuantizedCheckpoint(_Model):
     @field_validator("hf_id")
     @classmethod
     def _repo_id(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$", value):
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z", value):
             raise ValueError(f"{value!r} is not a Hugging Face repo id (owner/name)")
         return value
 
@@ -430,7 +430,7 @@ class ModelAlias(_Model):
     @field_validator("hf_id")
     @classmethod
     def _repo_id(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$", value):
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z", value):
             raise ValueError(f"{value!r} is not a Hugging Face repo id (owner/name)")
         return value
 

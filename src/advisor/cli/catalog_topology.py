@@ -16,6 +16,9 @@ from advisor.cli import output as out
 from advisor.cli.common import CatalogDirs, JsonFlag
 from advisor.clouds.registry import EXAMPLE_INSTANCE
 
+#: the largest catalog YAML read (advisor.catalog.loader.MAX_YAML_BYTES; a test holds them equal)
+MAX_YAML_BYTES = 8 * 2**20
+
 
 def topology_cmd(
     file: Annotated[Path, typer.Argument(
@@ -63,6 +66,14 @@ def topology_cmd(
     if not sep or not provider or not name:
         raise UserInputError(f"--instance {instance!r} is not PROVIDER:TYPE",
                              hint="e.g. --instance " + EXAMPLE_INSTANCE)
+    from advisor.catalog.schema import SAFE_NAME
+
+    for part in (provider, name):  # both name a file and an entry: never a path
+        if not SAFE_NAME.match(part):
+            raise UserInputError(f"--instance {instance[:80]!r}: {part[:40]!r} is not a "
+                                 "provider or type name",
+                                 hint="letters, digits, '.', '_' and '-' only, e.g. "
+                                 + EXAMPLE_INSTANCE)
     from advisor.inputs import read_bytes
 
     topo = nt.parse(read_bytes(file, limit=nt.MAX_BYTES, what="NCCL topology file",
@@ -73,6 +84,10 @@ def topology_cmd(
             raise UserInputError("--write needs exactly one --catalog DIR",
                                  hint="e.g. --write --catalog catalogs")
         target = catalog[0] / "instances" / f"{provider}.yaml"
+        # the write stays inside the catalog folder it targets, links resolved
+        if target.resolve().parent != (catalog[0] / "instances").resolve():
+            raise UserInputError(f"{target} is outside {catalog[0]}/instances",
+                                 hint="--catalog names a catalog folder with instances/")
         if not target.is_file():
             raise UserInputError(f"{target} does not exist",
                                  hint="--catalog names a catalog folder with instances/")
@@ -92,7 +107,9 @@ def topology_cmd(
                        confidence=confidence, note=note)
 
     if write:
-        text = target.read_text(encoding="utf-8")
+        from advisor.inputs import read_text
+
+        text = read_text(target, limit=MAX_YAML_BYTES, what="catalog file")
         updated = nt.update_instance_yaml(text, name, frag)
         _check_loads(target.parent.parent, updated, target)
         if updated != text:
@@ -118,16 +135,19 @@ def _has_entry(root: Path, provider: str, name: str) -> bool:
         return False
     import re
 
+    from advisor.inputs import read_text
+
     pat = re.compile(r"^ *- +name: *['\"]?" + re.escape(name) + r"['\"]? *(#.*)?$", re.M)
-    return bool(pat.search(path.read_text(encoding="utf-8")))
+    return bool(pat.search(read_text(path, limit=MAX_YAML_BYTES, what="catalog file")))
 
 
 def _gpu_count_in_file(path: Path, name: str) -> int:
     import yaml
 
     from advisor.errors import UserInputError
+    from advisor.inputs import read_text
 
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    doc = yaml.safe_load(read_text(path, limit=MAX_YAML_BYTES, what="catalog file")) or {}
     for e in doc.get("instances") or []:
         if isinstance(e, dict) and e.get("name") == name:
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -205,11 +206,22 @@ def line(text: str = "", *, wrap: bool = True, indent: str | None = None) -> Non
     _out().print(text, markup=False, soft_wrap=True)
 
 
+#: C0/C1 control characters (ESC starts a terminal escape sequence) other than whitespace
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` without control characters: an input echoed in a message (a region, a path)
+    cannot move the cursor, clear the screen or retitle the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def error(message: str, hint: str | None = None) -> None:
-    """One line on stderr: what is wrong, then how to fix it."""
-    text = " ".join(f"error: {message}".split())  # a message never spans lines
+    """One line on stderr: what is wrong, then how to fix it (control characters shown as
+    escapes, never sent to the terminal)."""
+    text = " ".join(_printable(f"error: {message}").split())  # a message never spans lines
     if hint:
-        text += " — hint: " + " ".join(hint.split())
+        text += " — hint: " + " ".join(_printable(hint).split())
     _consoles()[1].print(text, markup=False, soft_wrap=True)
 
 

@@ -34,7 +34,7 @@ Scope = Literal["zone", "region", "provider", "fatal"]
 
 #: deployment names become tags, labels, security-group and VM names on every cloud: the
 #: strictest rules of the three (GCP's RFC 1035 names) apply, with room for suffixes
-NAME = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
+NAME = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?\Z")
 TAG_DEPLOYMENT = "advisor-deployment"
 TAG_VERSION = "advisor-version"
 TAG_MODEL = "advisor-model"
@@ -70,6 +70,19 @@ def check_cidr(cidr: str) -> str:
 
 def is_world(cidr: str) -> bool:
     return ipaddress.ip_network(cidr, strict=False).prefixlen == 0
+
+
+def opens_world(cidrs: list[str]) -> list[str]:
+    """For each address family whose whole internet the ranges open together, those ranges
+    joined (``0.0.0.0/1 + 128.0.0.0/1`` is the whole IPv4 internet as much as ``0.0.0.0/0``)."""
+    out = []
+    for version, everything in ((4, ipaddress.ip_network("0.0.0.0/0")),
+                                (6, ipaddress.ip_network("::/0"))):
+        mine = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == version]
+        nets = [ipaddress.ip_network(c, strict=False) for c in mine]
+        if any(m == everything for m in ipaddress.collapse_addresses(nets)):  # type: ignore[type-var]
+            out.append(" + ".join(mine))
+    return out
 
 
 class LaunchSpec(BaseModel):

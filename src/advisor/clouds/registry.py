@@ -27,7 +27,11 @@ CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 EXAMPLE_INSTANCE = "aws:p5.48xlarge"
 
 #: API-key references that work on any host (a file the operator placed)
-FILE_KEY_PATTERN = r"file:/[A-Za-z0-9_./-]{1,200}"
+#: a file on the instance: an absolute path of plain segments, none of them '.' or '..', and not
+#: under /proc, /sys or /dev (pseudo-files: /dev/zero never ends, /proc/self/environ is not a
+#: key); the launcher reads at most 4 KiB of it and only from a regular file
+FILE_KEY_PATTERN = (r"file:(?!/(?:proc|sys|dev)(?:/|\Z))(?:/(?!\.{1,2}(?:/|\Z))"
+                    r"[A-Za-z0-9_.-]{1,100}){1,20}")
 
 
 def info(name: str) -> CloudInfo:
@@ -62,7 +66,7 @@ def get(name: str, **options: Any) -> Provider:
 def key_ref_pattern() -> str:
     """One anchored pattern for every reference any cloud (or a file) can resolve."""
     alts = [info(n).key_scheme.pattern for n in CLOUDS] + [FILE_KEY_PATTERN]
-    return "^(" + "|".join(alts) + ")$"
+    return "^(" + "|".join(alts) + r")\Z"
 
 
 def key_ref_forms() -> str:

@@ -63,8 +63,8 @@ PROVIDER = "local"
 #: the order of the layouts is the same at any positive price. The local instance gets this
 #: nominal price for that comparison; it is never shown (render prints no price).
 NOMINAL_USD_PER_HOUR = 1.0
-_BUS_ID = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_DEVICE_ID = re.compile(r"^0x[0-9a-f]{4}$")
+_BUS_ID = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
+_DEVICE_ID = re.compile(r"^0x[0-9a-f]{4}\Z")
 
 
 def _not_probe(where: str, why: str) -> UserInputError:

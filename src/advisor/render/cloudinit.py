@@ -34,10 +34,10 @@ from advisor.errors import UserInputError
 
 #: what may reach a shell line or an EnvironmentFile unquoted
 _SAFE = {
-    "model": re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"),
-    "vllm_version": re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)?$"),
-    "host": re.compile(r"^(127\.0\.0\.1|0\.0\.0\.0|[0-9a-fA-F:.]{2,45})$"),
-    "python": re.compile(r"^3\.\d{1,2}$"),
+    "model": re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?\Z"),
+    "vllm_version": re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+-]*)?\Z"),
+    "host": re.compile(r"^(127\.0\.0\.1|0\.0\.0\.0|[0-9a-fA-F:.]{2,45})\Z"),
+    "python": re.compile(r"^3\.\d{1,2}\Z"),
 }
 DEFAULT_BIN = "/opt/advisor/bin"
 DEFAULT_ENV = "/etc/advisor"
@@ -57,9 +57,41 @@ def _pattern(kind: str) -> re.Pattern[str]:
     return _SAFE[kind]
 
 
+def _address(value: str) -> bool:
+    """An IP address in its one canonical spelling: ``00``, ``0.0``, ``....`` or ``ffff`` are
+    not addresses (``inet_aton`` would read ``0.0`` as 0.0.0.0 and listen everywhere)."""
+    import ipaddress
+
+    try:  # ip_address takes four dotted decimals (no shorthand, no leading zeros) or IPv6
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def check_value(kind: str, value: str) -> str:
-    """``value`` if it matches the strict pattern of ``kind``; UserInputError otherwise."""
+    """``value`` if it matches the strict pattern of ``kind``; UserInputError otherwise. A
+    value that may be the secret itself (an API-key reference that is not one) is not
+    echoed."""
+    if not isinstance(value, str):
+        raise UserInputError(f"{kind.replace('_', ' ')} must be text, not "
+                             f"{type(value).__name__}")
+    if kind == "host" and not _address(value):
+        raise UserInputError(f"host {_shown(value)} is not an IP address",
+                             hint="use 127.0.0.1 (this host only), 0.0.0.0 (every address) or "
+                             "one address of the instance, written in full")
     if not _pattern(kind).match(value):
+        if kind == "api_key_ref" and not any(value.startswith(p) for p in _ref_prefixes()):
+            from advisor.clouds.registry import key_ref_forms
+
+            raise UserInputError("the secret reference is not a reference (it is not shown: "
+                                 "it may be the secret itself)",
+                                 hint=f"store the key and pass where it is: {key_ref_forms()}")
+        if kind == "api_key_ref" and value.startswith("file:"):
+            raise UserInputError(
+                f"secret reference {_shown(value)}: a file: reference is an absolute path of "
+                "plain names (no '.' or '..' segments), not under /proc, /sys or /dev",
+                hint="e.g. file:/etc/advisor/api-key (a regular file the service user reads)")
         if kind == "api_key_ref":
             from advisor.clouds.registry import key_ref_forms
 
@@ -68,9 +100,21 @@ def check_value(kind: str, value: str) -> str:
             hint = {"model": "use a Hugging Face repo id (owner/name)"}.get(
                 kind, "use letters, digits, '.', '-' only")
         raise UserInputError(
-            f"{kind.replace('_', ' ')} {value[:200]!r} cannot be used safely in a shell line",
+            f"{kind.replace('_', ' ')} {_shown(value)} cannot be used safely in a shell line",
             hint=hint)
     return value
+
+
+def _shown(value: str) -> str:
+    """A user's value as an error line echoes it: at most 200 characters, control characters
+    (terminal escapes, newlines) written as escapes by repr, never sent raw."""
+    return repr(value[:200])
+
+
+def _ref_prefixes() -> list[str]:
+    from advisor.clouds.registry import CLOUDS, info
+
+    return [info(n).key_scheme.prefix for n in CLOUDS] + ["file:"]
 
 
 class RenderRequest(BaseModel):

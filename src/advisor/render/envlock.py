@@ -26,13 +26,13 @@ from advisor.inputs import read_text
 
 #: a lock is ~17-21 KB; anything far larger is not one of ours
 LOCK_LIMIT = 256 * 1024
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-_PYTHON = re.compile(r"^3\.\d{1,2}$")
-_LOCK_NAME = re.compile(r"^vllm-(?P<vllm>\d+\.\d+\.\d+)-cp3(?P<minor>\d{1,2})(?P<ray>-ray)?\.txt$")
+_VERSION = re.compile(r"^\d+\.\d+\.\d+\Z")
+_PYTHON = re.compile(r"^3\.\d{1,2}\Z")
+_LOCK_NAME = re.compile(r"^vllm-(?P<vllm>\d+\.\d+\.\d+)-cp3(?P<minor>\d{1,2})(?P<ray>-ray)?\.txt\Z")
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;]+)")
 #: the pip package that carries the CUDA runtime torch was built against (nvidia-cuda-runtime-cu12
 #: 12.8.90 -> CUDA 12.8); PyTorch's wheels on PyPI depend on it (torch's METADATA Requires-Dist)
-_CUDA_RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu(?P<major>\d+)$")
+_CUDA_RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu(?P<major>\d+)\Z")
 
 
 def locks_dir() -> Path:

@@ -21,7 +21,7 @@ SRC_PRICE = ("AWS Price List API GetProducts (AmazonEC2, Linux, Shared tenancy, 
 def _gbps(perf: str | None) -> float | None:
     import re
 
-    m = re.match(r"^(?:(\d+)x )?(\d+) Gigabit$", perf or "")
+    m = re.match(r"^(?:(\d+)x )?(\d+) Gigabit\Z", perf or "")
     return float(int(m.group(1) or 1) * int(m.group(2))) if m else None
 
 

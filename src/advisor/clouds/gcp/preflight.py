@@ -41,7 +41,7 @@ SECRET_PERMISSIONS = ("secretmanager.secrets.getIamPolicy", "secretmanager.secre
 COMPUTE_API = "compute.googleapis.com"
 SECRETMANAGER_API = "secretmanager.googleapis.com"
 _IMAGE = re.compile(r"^(?:https://www\.googleapis\.com/compute/v1/)?(?:projects/([^/]+)/)?"
-                    r"global/images/(family/)?([^/]+)$")
+                    r"global/images/(family/)?([^/]+)\Z")
 
 
 def _disabled(text: str) -> bool:

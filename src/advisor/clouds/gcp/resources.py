@@ -300,7 +300,7 @@ def router_name(deployment: str) -> str:
     return f"advisor-{deployment}-nat"
 
 
-_NET = re.compile(r"(?:^|/)projects/([^/]+)/global/networks/([^/]+)$")
+_NET = re.compile(r"(?:^|/)projects/([^/]+)/global/networks/([^/]+)\Z")
 
 
 def network_key(network: str, project: str) -> tuple[str, str]:

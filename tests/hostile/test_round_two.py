@@ -1,0 +1,205 @@
+"""Issue 33, hostile inputs round two: files that are not files, paths that leave their folder,
+secret references without meaning, addresses and ranges that pass a pattern but are wrong,
+names that would sweep every cloud, escapes in echoed input, duplicate JSON keys. Each case
+runs the real CLI in a subprocess (a hang is a failure at 30 s): exit 2, one line, no
+traceback, nothing written where it should not be."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import advisor
+from advisor.clouds.base import opens_world
+
+ADVISOR = shutil.which("advisor", path=str(Path(sys.executable).parent)) or shutil.which("advisor")
+REPO = Path(__file__).resolve().parents[2]
+LAUNCH = REPO / "templates" / "vllm-launch.sh"
+
+
+def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 30
+         ) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run([ADVISOR, *argv], capture_output=True, text=True, timeout=timeout,
+                          env=full, check=False)
+
+
+def _one_line(res: subprocess.CompletedProcess[str], says: str) -> None:
+    assert res.returncode == 2, (res.returncode, res.stdout[-300:], res.stderr[-300:])
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+    assert says in lines[0], lines[0]
+
+
+# -- one way to read a file -------------------------------------------------------------------
+def _layer(tmp_path: Path) -> Path:
+    root = tmp_path / "layer"
+    (root / "instances").mkdir(parents=True)
+    return root
+
+
+def test_a_fifo_in_a_catalog_layer_is_a_problem_not_a_hang(tmp_path):
+    root = _layer(tmp_path)
+    os.mkfifo(root / "instances" / "aws.yaml")
+    t0 = time.monotonic()
+    res = _run("catalog", "validate", str(root), timeout=30)
+    assert time.monotonic() - t0 < 30
+    assert res.returncode == 2 and "not a regular file" in res.stdout, res.stdout
+    assert "Traceback" not in res.stdout + res.stderr
+
+
+def test_a_link_to_dev_zero_in_a_catalog_layer_is_refused_unread(tmp_path):
+    root = _layer(tmp_path)
+    (root / "instances" / "gcp.yaml").symlink_to("/dev/zero")
+    res = _run("catalog", "validate", str(root))
+    assert res.returncode == 2 and "not a regular file" in res.stdout
+    assert "MemoryError" not in res.stdout + res.stderr
+
+
+def test_catalog_topology_write_stays_inside_the_catalog(tmp_path):
+    cat = tmp_path / "cat"
+    (cat / "instances").mkdir(parents=True)
+    (cat / "instances" / "aws.yaml").write_text("schema_version: 1\ninstances: []\n")
+    outside = tmp_path / "x.yaml"
+    outside.write_text("keep me\n")
+    from tests.catalog.test_nccl_topology import TWO_NODES
+
+    xml = tmp_path / "t.xml"
+    xml.write_text(TWO_NODES)
+    for bad in ("../../x:p5.48xlarge", "..:p5.48xlarge", "aws:../p5"):
+        res = _run("catalog", "topology", str(xml), "--instance", bad, "--source",
+                   "https://example.org/t.xml", "--as-of", "2026-01-01", "--write",
+                   "--catalog", str(cat))
+        _one_line(res, "is not a provider or type name")
+    assert outside.read_text() == "keep me\n"
+
+
+def test_a_duplicate_key_in_config_json_is_refused(tmp_path):
+    cfg = json.loads((REPO / "catalogs/models/meta-llama--Meta-Llama-3-8B-Instruct.json")
+                     .read_text())
+    text = json.dumps(cfg)[:-1] + ', "hidden_size": 1024}'
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    _one_line(_run("fit", "--model", str(path), "--gpu", "H100-SXM", "--ctx", "4096"),
+              "appears twice")
+
+
+# -- secret references with meaning ------------------------------------------------------------
+@pytest.mark.parametrize(("ref", "says"), [
+    ("file:/dev/zero", "not under /proc, /sys or /dev"),
+    ("file:/proc/self/environ", "not under /proc, /sys or /dev"),
+    ("file:/etc/../etc/shadow", "no '.' or '..' segments"),
+    ("file:relative/key", "absolute path"),
+    ("file:/etc/advisor/key\n", "absolute path"),
+])
+def test_file_references_must_mean_a_file(tmp_path, ref, says):
+    res = _run("render", "--model", "qwen3-8b", "--ctx", "4096", "--instance",
+               "aws:g6e.2xlarge", "--api-key-ref", ref, "--out", str(tmp_path / "out"))
+    _one_line(res, says)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_raw_secret_given_as_a_reference_is_never_echoed(tmp_path):
+    secret = "sk-live-9f8e7d6c5b4a3f2e1d0c"
+    res = _run("render", "--model", "qwen3-8b", "--ctx", "4096", "--instance",
+               "aws:g6e.2xlarge", "--api-key-ref", secret, "--out", str(tmp_path / "out"))
+    _one_line(res, "not a reference")
+    assert secret not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ("", "empty or blank"), ("   \n\t\n", "empty or blank"), ("None\n", "not a key"),
+    ("null", "not a key"),
+])
+def test_the_launcher_refuses_a_key_that_is_not_one(tmp_path, content, says):
+    key = tmp_path / "key"
+    key.write_text(content)
+    env = {"PATH": os.environ["PATH"], "ADVISOR_GPUS": "0", "ADVISOR_MODEL": "m/m",
+           "ADVISOR_PORT": "8000", "ADVISOR_TP": "1", "ADVISOR_MAX_MODEL_LEN": "4096",
+           "ADVISOR_GPU_MEM_UTIL": "0.9", "ADVISOR_API_KEY_REF": f"file:{key}",
+           "ADVISOR_BUS_IDS": "", "ADVISOR_SYSFS_ROOT": str(tmp_path / "sys"),
+           "ADVISOR_VENV": str(tmp_path / "venv")}
+    (tmp_path / "sys").mkdir()
+    run = subprocess.run(["bash", str(LAUNCH)], env=env, capture_output=True, text=True,
+                         timeout=30, check=False)
+    assert run.returncode == 1 and says in run.stderr, run.stderr
+
+
+def test_the_launcher_reads_no_fifo_as_a_key(tmp_path):
+    fifo = tmp_path / "key"
+    os.mkfifo(fifo)
+    env = {"PATH": os.environ["PATH"], "ADVISOR_GPUS": "0", "ADVISOR_MODEL": "m/m",
+           "ADVISOR_PORT": "8000", "ADVISOR_TP": "1", "ADVISOR_MAX_MODEL_LEN": "4096",
+           "ADVISOR_GPU_MEM_UTIL": "0.9", "ADVISOR_API_KEY_REF": f"file:{fifo}",
+           "ADVISOR_BUS_IDS": "", "ADVISOR_SYSFS_ROOT": str(tmp_path / "sys")}
+    (tmp_path / "sys").mkdir()
+    run = subprocess.run(["bash", str(LAUNCH)], env=env, capture_output=True, text=True,
+                         timeout=30, check=False)
+    assert run.returncode == 1 and "not a regular file" in run.stderr
+
+
+# -- addresses, ranges, names ------------------------------------------------------------------
+@pytest.mark.parametrize("host", ["00", "0.0", "....", "ffff", "127.1", "010.0.0.1",
+                                  "127.0.0.1\n"])
+def test_a_host_is_an_ip_address_written_in_full(tmp_path, host):
+    res = _run("render", "--model", "qwen3-8b", "--ctx", "4096", "--instance",
+               "aws:g6e.2xlarge", "--api-key-ref", "aws-ssm:/advisor/key", "--host", host,
+               "--out", str(tmp_path / "out"))
+    _one_line(res, "is not an IP address")
+
+
+def test_the_whole_internet_is_warned_about_from_the_union_of_ranges():
+    assert opens_world(["0.0.0.0/1", "128.0.0.0/1"]) == ["0.0.0.0/1 + 128.0.0.0/1"]
+    assert opens_world(["0.0.0.0/1", "10.0.0.0/8"]) == []
+    assert opens_world(["::/1", "8000::/1", "203.0.113.0/24"]) == ["::/1 + 8000::/1"]
+    res = advisor.provision("llama-3-8b", 8192, provider="aws", dry_run=True,
+                            api_key_ref="aws-ssm:/advisor/key",
+                            hf_token_ref="aws-ssm:/advisor/hf",
+                            allow_cidrs=["0.0.0.0/1", "128.0.0.0/1"])
+    assert any("0.0.0.0/1 + 128.0.0.0/1 open the vLLM port(s) to the whole internet" in w
+               for w in res.warnings), res.warnings
+
+
+@pytest.mark.parametrize("name", ["", "UPPER", "a b", "x\n", "-lead"])
+def test_down_refuses_a_name_no_launch_could_have_made_before_any_sweep(tmp_path, name):
+    t0 = time.monotonic()
+    res = _run("down", "--yes", "--", name, env={"ADVISOR_HOME": str(tmp_path)})
+    _one_line(res, "is not usable on every cloud")
+    assert time.monotonic() - t0 < 10  # no region was swept
+
+
+def test_escapes_in_echoed_input_never_reach_the_terminal():
+    res = _run("recommend", "--model", "llama-3-8b", "--ctx", "8192", "--region",
+               "x\x1b]0;pwned\x07\x1b[2Jy")
+    assert res.returncode == 2 and "\x1b" not in res.stderr and "\x07" not in res.stderr
+    assert "\\x1b" in res.stderr
+
+
+@pytest.mark.parametrize("value", ["llama-3-8b\n", "meta-llama/Llama-3.1-8B\n"])
+def test_a_trailing_newline_passes_no_pattern(tmp_path, value):
+    res = _run("render", "--model", value, "--ctx", "4096", "--instance", "aws:g6e.2xlarge",
+               "--api-key-ref", "aws-ssm:/advisor/key", "--out", str(tmp_path / "out"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# -- the SDK's door ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("call", "says"), [
+    (lambda: advisor.fit("llama-3-8b", 123), "gpu must be str"),
+    (lambda: advisor.estimate("llama-3-8b", None, input_len=1, output_len=1), "gpu must be str"),
+    (lambda: advisor.boot_status(123), "dep must be Deployment"),
+    (lambda: advisor.load_catalog(environ=["x"]), "environ must be"),
+    (lambda: advisor.engine_profile(1.5), "version must be"),
+    (lambda: advisor.recommend("llama-3-8b", "8192"), "ctx"),
+])
+def test_the_sdk_answers_a_wrong_type_with_a_user_input_error(call, says):
+    with pytest.raises(advisor.UserInputError, match=says):
+        call()
