@@ -66,9 +66,10 @@ def make_proc(root: Path, procs: list[FakeProc], gpu_buses: list[str] = (),
 
 
 def make_host(root: Path, nodes: dict[int, str], gpus: list[tuple[str, int]],
-              smt: bool = False) -> Path:
-    """sysfs of a host: nodes, GPUs (H100 SXM, 0x2330) and each CPU's core siblings."""
-    make_sysfs(root, nodes, gpus)
+              smt: bool = False, nics: list[tuple[str, int]] = ()) -> Path:
+    """sysfs of a host: nodes, GPUs (H100 SXM, 0x2330), NICs (Mellanox 0x15b3) and each CPU's
+    core siblings."""
+    make_sysfs(root, nodes, gpus, nics=nics)
     cpus = sorted(c for spec in nodes.values() for c in _cpus(spec))
     half = len(cpus) // 2
     for c in cpus:

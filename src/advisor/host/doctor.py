@@ -198,6 +198,18 @@ WHY: dict[str, str] = {
 }
 #: every finding code (``--ignore`` takes these)
 CODES = (*WHY, "probe")
+#: the JSON Schema of ``--json`` (shipped in the package, next to this module)
+SCHEMA_FILE = "doctor.schema.json"
+
+
+def json_schema() -> dict[str, object]:
+    """The JSON Schema of :meth:`Report.to_json` (``doctor.schema.json`` in this package)."""
+    import json
+    from importlib.resources import files
+
+    data: dict[str, object] = json.loads(
+        files("advisor.host").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+    return data
 
 
 class Evidence(BaseModel):
@@ -1042,6 +1054,7 @@ class _Judge:
             findings += self.links(root, gpus)
             findings += self.interconnect(root, groups)
             findings += self.nics(root, args, gpus, tp * pp * dp)
+        findings += self.threads(drivers or [root] if device != "cpu" else members)
         findings += self.security(root, argv, members)
         findings += self.floor(members, gpus, root)
         return Server(pid=root.pid, unit=root.unit, processes=members, gpus=gpus,
@@ -1214,14 +1227,27 @@ class _Judge:
                     f"({off // 1024} of {total // 1024} MiB) is on other nodes than its GPU's "
                     f"node {_span(want)} ({regime})",
                     evidence=[ev_mem, *ev_gpu], fixes=fixes, why=WHY["memory-off-node"]))
-        omp = p.env.get("OMP_NUM_THREADS", "")
-        if omp.isdigit() and allowed and int(omp) > len(allowed):
+        return out
+
+    def threads(self, members: list[Proc]) -> list[Finding]:
+        """OpenMP threads beyond the CPUs a process may use (any host, any node knowledge)."""
+        out: list[Finding] = []
+        for p in members:
+            omp = p.env.get("OMP_NUM_THREADS", "")
+            allowed = set(p.cpus or [])
+            if not (omp.isdigit() and allowed and int(omp) > len(allowed)):
+                continue
+            want = {n for g in p.gpus or [] if g < len(self.gnodes)
+                    and (n := self.gnodes[g]) is not None}
+            want_cpus = {c for n in want for c in self.node_cpus.get(n, [])}
             n = max(1, len(allowed & want_cpus or allowed))
+            who = f"{p.role} {p.pid}" + (f" (GPU {_span(p.gpus)})" if p.gpus else "")
             out.append(Finding(
                 severity="warning", code="omp-oversubscribed", pids=[p.pid],
                 text=f"{who}: OMP_NUM_THREADS={omp} on {len(allowed)} allowed CPU(s)",
                 evidence=[Evidence(path=f"/proc/{p.pid}/environ", value=f"OMP_NUM_THREADS={omp}"),
-                          ev_cpu],
+                          Evidence(path=f"/proc/{p.pid}/status",
+                                   value="Cpus_allowed_list: " + _span(allowed))],
                 fixes=[Fix(kind="env", text=f"OMP_NUM_THREADS={n}"),
                        *([self.dropin(p.unit, None, None, n)] if _is_systemd(p.unit) else [])],
                 why=WHY["omp-oversubscribed"]))
