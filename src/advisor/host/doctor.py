@@ -1342,8 +1342,10 @@ class _Judge:
                    f"(node {roomy[0]}'s GPUs)" if roomy else
                    f"-tp {max(1, len(grp) // len(nodes))} -pp {len(nodes)} (a stage per socket)")
             if smi:
+                # the pairs that cross nodes, and what nvidia-smi says joins them
                 pairs = [(a, b, smi.get(a, {}).get(f"GPU{b}", "?"))
-                         for i, a in enumerate(grp) for b in grp[i + 1:]]
+                         for i, a in enumerate(grp) for b in grp[i + 1:]
+                         if self.gnodes[a] != self.gnodes[b]]
                 slow = [(a, b, k) for a, b, k in pairs if not k.startswith("NV")]
                 if not slow:
                     continue
