@@ -203,3 +203,20 @@ def test_a_trailing_newline_passes_no_pattern(tmp_path, value):
 def test_the_sdk_answers_a_wrong_type_with_a_user_input_error(call, says):
     with pytest.raises(advisor.UserInputError, match=says):
         call()
+
+
+def test_a_bus_id_is_never_turned_into_an_emoji():
+    """rich reads ':ab:' as an emoji code: 0000:ab:00.0 printed as 0000🆎00.0."""
+    res = _run("topology", "--sysfs-root", "/nonexistent-root-for-the-test")
+    assert "\U0001f18e" not in res.stderr + res.stdout
+    import contextlib
+    import io
+
+    from advisor.cli import output as out
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        out._consoles.cache_clear()
+        out.line("GPU 0000:ab:00.0 on node 1")
+    out._consoles.cache_clear()
+    assert "0000:ab:00.0" in buf.getvalue()

@@ -42,9 +42,9 @@ def width() -> int:
 def _consoles() -> tuple[Console, Console]:
     from rich.console import Console
 
-    out = Console(highlight=False, soft_wrap=False, width=PIPE_WIDTH)
+    out = Console(highlight=False, soft_wrap=False, width=PIPE_WIDTH, emoji=False)
     out.on_broken_pipe = _pipe_closed  # type: ignore[method-assign]
-    return out, Console(stderr=True, highlight=False, soft_wrap=True)
+    return out, Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def _pipe_closed() -> None:

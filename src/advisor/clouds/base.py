@@ -42,6 +42,28 @@ TAG_MODEL = "advisor-model"
 #: what carries its own id
 TAG_ATTEMPT = "advisor-attempt"
 
+#: every cloud call's bounds: connect within CONNECT_TIMEOUT_S, a reply within READ_TIMEOUT_S,
+#: at most CALL_ATTEMPTS tries (backoff between them for throttling and 5xx), so one call
+#: ends within CALL_ATTEMPTS x (CONNECT_TIMEOUT_S + READ_TIMEOUT_S) = 105 s. botocore's own
+#: defaults are 60 s + 60 s with 3 retries: one stalled region took 240 s (issue 33), and a
+#: control-plane call (DescribeInstances, RunInstances, instances.insert) answers in seconds
+#: when the endpoint is alive. ADVISOR_CLOUD_READ_TIMEOUT_S lowers the read bound (tests).
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 30.0
+CALL_ATTEMPTS = 3
+
+
+def read_timeout_s() -> float:
+    """READ_TIMEOUT_S, or the lower bound ADVISOR_CLOUD_READ_TIMEOUT_S asks for (0.1-30 s)."""
+    import os
+
+    raw = os.environ.get("ADVISOR_CLOUD_READ_TIMEOUT_S", "")
+    try:
+        asked = float(raw) if raw else READ_TIMEOUT_S
+    except ValueError:
+        asked = READ_TIMEOUT_S
+    return min(READ_TIMEOUT_S, max(0.1, asked)) if asked == asked else READ_TIMEOUT_S
+
 
 def default_name(model: str, instance: str) -> str:
     """A deployment name every cloud accepts, from the model and the instance type."""

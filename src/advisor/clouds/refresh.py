@@ -311,6 +311,12 @@ def refresh(provider: str, backend: Any, *, regions: list[str] | None = None,
         missing = credentials_error(provider, exc)
         if missing is not None:
             raise missing from exc
+        # an endpoint that stalls, answers HTML or names an unknown region: the provider's
+        # own classification, one line, never an internal error
+        classify = getattr(backend, "classify", None)
+        said = classify(exc) if classify is not None else exc
+        if said is not exc:
+            raise said from exc
         raise
     finally:
         root.removeHandler(quiet)

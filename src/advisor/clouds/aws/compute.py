@@ -85,7 +85,12 @@ class AwsProvider:
 
             if self._session is None:  # one session: its loader reads each service model once
                 self._session = boto3.session.Session()  # (a new one per client: ~50 ms each)
-            cfg = Config(retries={"mode": "standard", "max_attempts": 3},
+            from advisor.clouds.base import CALL_ATTEMPTS, CONNECT_TIMEOUT_S, read_timeout_s
+
+            # bounded: botocore's defaults (60 s + 60 s, 4 tries) let a stalled endpoint hold
+            # one call for 4 minutes; "standard" retries back off on throttling and 5xx
+            cfg = Config(retries={"mode": "standard", "max_attempts": CALL_ATTEMPTS},
+                         connect_timeout=CONNECT_TIMEOUT_S, read_timeout=read_timeout_s(),
                          user_agent_extra=f"advisor/{__version__}")
             self._clients[key] = self._session.client(service, region_name=region, config=cfg)
         return self._clients[key]

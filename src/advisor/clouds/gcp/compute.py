@@ -157,7 +157,10 @@ class GcpProvider:
     def _rest(self, method: str, url: str, body: dict[str, Any] | None = None,
               params: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
         try:
-            r = self._session().request(method, url, json=body, params=params, timeout=60)
+            from advisor.clouds.base import CONNECT_TIMEOUT_S, read_timeout_s
+
+            r = self._session().request(method, url, json=body, params=params,
+                                        timeout=(CONNECT_TIMEOUT_S, read_timeout_s()))
         except Exception as exc:
             raise self.classify(exc) from exc
         try:
