@@ -220,3 +220,27 @@ def test_a_bus_id_is_never_turned_into_an_emoji():
         out.line("GPU 0000:ab:00.0 on node 1")
     out._consoles.cache_clear()
     assert "0000:ab:00.0" in buf.getvalue()
+
+
+# -- what doctor prints, people paste ---------------------------------------------------------
+@pytest.mark.parametrize("name", ["x;touch $(id).service", "a b.service", "x\n.service",
+                                  "$(reboot).service", "${IFS}x.service", "`id`.service"])
+def test_a_cgroup_name_that_is_no_unit_name_never_reaches_a_fix(name):
+    from advisor.host.doctor import _unit
+
+    assert _unit(f"0::/system.slice/{name}") is None
+    assert _unit("0::/system.slice/vllm@0.service") == "vllm@0.service"
+
+
+@pytest.mark.parametrize("argv", [
+    ["--api-key", "s3cret"], ["--api-key=s3cret"], ["--api_key", "s3cret"],
+    ["--api_key=s3cret"], ["--api-k", "s3cret"], ["--api-ke=s3cret"], ["--hf_token", "s3cret"],
+    ["--hf-tok=s3cret"],
+])
+def test_every_spelling_vllm_accepts_for_a_secret_flag_is_redacted(argv):
+    from advisor.host.doctor import _has, redact
+
+    shown = redact(["vllm", "serve", "m", *argv])
+    assert "s3cret" not in " ".join(shown)
+    if "api" in argv[0]:
+        assert _has(["vllm", "serve", "m", *argv], "--api-key")  # so: a key is set

@@ -384,8 +384,29 @@ def _split_nul(data: bytes) -> list[str]:
     return [a.decode("utf-8", errors="replace") for a in data.split(b"\0") if a]
 
 
+#: the flags doctor reads from a server's argv, by every spelling vLLM's parser accepts: its
+#: FlexibleArgumentParser (an argparse.ArgumentParser, vllm/utils/argparse_utils.py) reads
+#: ``--api_key`` as ``--api-key``, and argparse's ``allow_abbrev`` (on by default) any
+#: unambiguous prefix (``--api-k``)
+READ_FLAGS = (*SECRET_FLAGS, "--host")
+
+
+def canonical(option: str) -> str:
+    """The flag ``option`` (the part before any ``=``) spells, or ``option`` itself."""
+    if not option.startswith("--"):
+        return option
+    o = option.replace("_", "-")
+    if o in READ_FLAGS:
+        return o
+    hits = [f for f in READ_FLAGS if f.startswith(o)]
+    # a prefix of a secret flag is redacted even where argparse would find it ambiguous:
+    # hiding one value too many costs nothing
+    return hits[0] if len(hits) == 1 and len(o) >= 5 else option
+
+
 def redact(argv: list[str]) -> list[str]:
-    """argv with the values of :data:`SECRET_FLAGS` replaced by ``<redacted>``."""
+    """argv with the values of :data:`SECRET_FLAGS` (every spelling: :func:`canonical`)
+    replaced by ``<redacted>``."""
     out: list[str] = []
     hide = False
     for a in argv:
@@ -393,10 +414,10 @@ def redact(argv: list[str]) -> list[str]:
             out.append("<redacted>")
             hide = False
             continue
-        flag = a.split("=", 1)[0]
+        flag = canonical(a.split("=", 1)[0])
         if flag in SECRET_FLAGS:
             if "=" in a:
-                out.append(f"{flag}=<redacted>")
+                out.append(f"{a.split('=', 1)[0]}=<redacted>")
             else:
                 out.append(a)
                 hide = True
@@ -406,19 +427,22 @@ def redact(argv: list[str]) -> list[str]:
 
 
 def _flag(argv: list[str], *names: str) -> str | None:
-    """The value of the last of ``names`` in argv (``--x v`` or ``--x=v``)."""
+    """The value of the last of ``names`` in argv (``--x v`` or ``--x=v``, any spelling vLLM's
+    parser accepts for the flags of :data:`READ_FLAGS`)."""
     value = None
     for i, a in enumerate(argv):
+        option, eq, rest = a.partition("=")
+        spelled = canonical(option)
         for n in names:
-            if a == n and i + 1 < len(argv):
+            if spelled == n and not eq and i + 1 < len(argv):
                 value = argv[i + 1]
-            elif a.startswith(n + "="):
-                value = a.split("=", 1)[1]
+            elif spelled == n and eq:
+                value = rest
     return value
 
 
 def _has(argv: list[str], name: str) -> bool:
-    return any(a == name or a.startswith(name + "=") for a in argv)
+    return any(canonical(a.split("=", 1)[0]) == name for a in argv)
 
 
 def _status(text: str) -> dict[str, str]:
@@ -483,8 +507,16 @@ def _unit(cgroup: str) -> str | None:
         user = any(p.startswith("user@") and p.endswith(".service") for p in parts)
         for p in reversed(parts):
             if p.endswith(".service") and not p.startswith("user@"):
+                # a cgroup name a local user chose is no unit name unless it is spelled as
+                # systemd spells them (systemd.unit(5): ASCII letters, digits, ':', '-', '_',
+                # '.', '\\' and '@'): anything else never reaches a command line to paste
+                if not _UNIT_NAME.fullmatch(p):
+                    return None
                 return f"user:{p}" if user else p
     return None
+
+
+_UNIT_NAME = re.compile(r"[A-Za-z0-9:_.@\\-]{1,248}\.service")
 
 
 # -- telling vLLM's processes apart ----------------------------------------------------------
@@ -1277,7 +1309,7 @@ class _Judge:
         ctl = "systemctl --user" if user else "systemctl"
         return Fix(kind="systemd", text="\n".join(lines) + "\n",
                    path=f"{base}/{name}.d/50-advisor-numa.conf",
-                   then=f"{ctl} daemon-reload && {ctl} restart {name}")
+                   then=f"{ctl} daemon-reload && {ctl} restart {shlex.quote(name)}")
 
     # -- the GPU side ----------------------------------------------------------------------
     def links(self, root: Proc, gpus: list[int]) -> list[Finding]:
@@ -1439,7 +1471,7 @@ class _Judge:
                                "environment: then doctor can see a key is set")],
                     why=WHY["argv-replaced"]))
             return out
-        if any(a.split("=", 1)[0] == "--api-key" for a in argv):
+        if any(canonical(a.split("=", 1)[0]) == "--api-key" for a in argv):
             out.append(Finding(
                 severity="warning", code="api-key-in-argv", pids=[root.pid],
                 text=f"server {root.pid} has its API key in its command line, readable by every "
