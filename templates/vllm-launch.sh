@@ -138,7 +138,6 @@ fetch_secret() {
   local ref="$1"
   case "$ref" in
     file:*)
-      # a regular file, at most 4 KiB: /dev/zero or a FIFO would never end the read
       if [[ ! -f "${ref#file:}" ]]; then
         log "${ref#file:} is not a regular file"
         return 1
@@ -153,9 +152,7 @@ fetch_secret() {
       fi ;;
   esac
 }
-# A secret that comes back empty, blank or as a stand-in for nothing (None, null: what a CLI
-# prints for a missing value) stops the replica: vLLM only enforces a non-empty key, so such a
-# key would serve the API to anyone who guesses it.
+# An empty, blank or None/null secret stops the replica: vLLM only checks it is non-empty.
 read_secret() {
   local what="$1" ref="$2" value
   if ! value="$(fetch_secret "$ref")"; then
