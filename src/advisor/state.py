@@ -19,6 +19,7 @@ Nothing secret is stored: API keys are referred to (``aws-ssm:NAME``), never hel
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -93,6 +94,20 @@ CREATE TABLE IF NOT EXISTS leases (
 #: lease table, brought up to date on open; a newer number is refused (an older advisor must not
 #: write a layout it does not know)
 SCHEMA_VERSION = 1
+
+
+@functools.cache
+def _expected_columns() -> dict[str, frozenset[str]]:
+    """Each table of :data:`SCHEMA` and its columns, read from an in-memory copy of it."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.executescript(SCHEMA)
+        names = [str(r[0]) for r in mem.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        return {n: frozenset(str(r[1]) for r in mem.execute(f"PRAGMA table_info({n})"))
+                for n in names}
+    finally:
+        mem.close()
 #: how long a lease holds without a renewal; a holder renews it every third of that
 LEASE_TTL_S = 300.0
 _MAGIC = b"SQLite format 3\x00"
@@ -351,6 +366,20 @@ class Store:
         if problems != ["ok"]:
             more = f", and {len(problems) - 1} more" if len(problems) > 1 else ""
             raise self._unusable(f"it is damaged (quick_check: {problems[0][:200]}{more})")
+        tables = {str(r[0]) for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+        expected = _expected_columns()
+        if version == 0 and tables and not tables & set(expected):
+            # never write advisor's tables into another program's database
+            raise self._unusable("it is another program's SQLite database (tables: "
+                                 + ", ".join(sorted(tables)[:5]) + ")")
+        for table in sorted(tables & set(expected)):
+            have = {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
+            missing = sorted(expected[table] - have)
+            if missing:
+                raise self._unusable(f"its table {table} lacks the columns "
+                                     f"{', '.join(missing[:5])} (replaced or from another "
+                                     "program)")
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA foreign_keys = ON")

@@ -244,3 +244,35 @@ def test_every_spelling_vllm_accepts_for_a_secret_flag_is_redacted(argv):
     assert "s3cret" not in " ".join(shown)
     if "api" in argv[0]:
         assert _has(["vllm", "serve", "m", *argv], "--api-key")  # so: a key is set
+
+
+# -- state that never blocks with an internal error ----------------------------------------------
+def _sqlite(path: Path, *stmts: str) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    for s in stmts:
+        db.execute(s)
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize("command", [["status"], ["down", "x", "--yes"]])
+def test_another_programs_database_is_refused_and_left_untouched(tmp_path, command):
+    _sqlite(tmp_path / "state.db", "create table foo(x)")
+    res = _run(*command, env={"ADVISOR_HOME": str(tmp_path)})
+    _one_line(res, "another program's SQLite database")
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "state.db")
+    assert [r[0] for r in db.execute("select name from sqlite_master")] == ["foo"]
+    db.close()
+
+
+def test_a_replaced_table_is_one_line_not_an_internal_error(tmp_path):
+    assert _run("status", env={"ADVISOR_HOME": str(tmp_path)}).returncode == 0
+    _sqlite(tmp_path / "state.db", "drop table deployments",
+            "create table deployments(weird int)")
+    for command in (["status"], ["down", "x", "--yes"]):
+        _one_line(_run(*command, env={"ADVISOR_HOME": str(tmp_path)}),
+                  "its table deployments lacks the columns")
