@@ -204,6 +204,28 @@ def test_allreduce_grows_with_bytes_and_pcie_is_slower(doc):
         )
 
 
+def test_fused_allreduce_is_tensorrt_llms_table_and_beats_vllms_two_stage(doc):
+    """allreduce_fused: TensorRT-LLM's measured all-reduce (the kernels FlashInfer's fused
+    all-reduce + RMSNorm ports) for every Hopper/Blackwell GPU with tables, at the same sizes as
+    allreduce_graph. Where vLLM's custom all-reduce switches to its two-stage algorithm on B200
+    and B300 at TP 8 (256-512 KiB: ~26 us), the Lamport kernels take a third of that."""
+    for gpu in HOPPER_BLACKWELL:
+        fused = doc["gpus"][gpu]["allreduce_fused"]
+        (table,) = fused["tables"]
+        assert table["path"].startswith(TABLES_PREFIX) and "/comm/trtllm/" in table["path"]
+        lat = fused["latency_us_by_gpus_and_bytes"]
+        plain = doc["gpus"][gpu]["allreduce_graph"]["latency_us_by_gpus_and_bytes"]
+        assert set(lat) == set(plain) >= {"2", "4", "8"}, gpu
+        for n, row in lat.items():
+            assert set(row) == set(plain[n]), (gpu, n)
+            assert all(v > 0 for v in row.values())
+    for gpu in ("B200", "B300"):
+        kib256 = str(256 << 10)
+        fused = doc["gpus"][gpu]["allreduce_fused"]["latency_us_by_gpus_and_bytes"]["8"][kib256]
+        plain = doc["gpus"][gpu]["allreduce_graph"]["latency_us_by_gpus_and_bytes"]["8"][kib256]
+        assert fused < 10 < 20 < plain, gpu
+
+
 def test_runtime_modules_do_not_import_parquet_readers():
     pattern = re.compile(r"^\s*(import|from)\s+(pyarrow|pandas|polars|fastparquet)\b", re.M)
     offenders = [

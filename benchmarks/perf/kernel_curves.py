@@ -23,6 +23,9 @@ What each curve means (all medians; first over repeated rows of one key, then ov
   full attention, by prompt length (isl).
 - allreduce_us: vLLM custom all-reduce, CUDA-graph mode, median latency in microseconds by
   GPU count and message bytes (the table's message_size is in bf16 elements: bytes = 2x).
+- allreduce_fused: the same from TensorRT-LLM's all-reduce table (comm/trtllm/<version>/): the
+  Lamport kernels FlashInfer's fused all-reduce + RMSNorm ports, which vLLM runs under
+  ``fuse_allreduce_rms``; newest TensorRT-LLM version.
 
 Hygiene: rows implying more than the peak (bandwidth or FLOP/s) are dropped and counted; a
 table with more than 1% such rows is rejected as known-bad and the next older table is used
@@ -153,9 +156,10 @@ def _read(path: Path, columns: list[str]) -> dict[str, list[Any]]:
     return data
 
 
-def _tables(sysdir: Path, system: str, op: str, name: str) -> list[tuple[str, Path]]:
+def _tables(sysdir: Path, system: str, op: str, name: str,
+            framework: str = "vllm") -> list[tuple[str, Path]]:
     """(version, path) newest first."""
-    base = sysdir / "data" / system / op / "vllm"
+    base = sysdir / "data" / system / op / framework
     found = [(p.parent.name, p) for p in base.glob(f"*/{name}.parquet")] if base.is_dir() else []
     return sorted(found, key=lambda vp: _vkey(vp[0]), reverse=True)
 
@@ -469,6 +473,42 @@ class Builder:
         return {}
 
 
+def _allreduce_fused(builder: Builder, system: str) -> dict[str, Any]:
+    """The all-reduce that vLLM's fused all-reduce + RMSNorm pass runs (``fuse_allreduce_rms``,
+    formerly ``enable_fi_allreduce_fusion``): FlashInfer's ``trtllm_allreduce_fusion``, a port
+    of TensorRT-LLM's Lamport one-/two-shot all-reduce kernels with the residual add and
+    RMSNorm as their epilogue. aiconfigurator measures those kernels in TensorRT-LLM itself
+    (``comm/trtllm/<version>/custom_allreduce_perf``: ``collector/network/collect_all_reduce.py``,
+    CUDA graph, ``AllReduceStrategy.AUTO``, ``AllReduceFusionOp.NONE``, bf16), so the epilogue's
+    few bytes per token are not in the time. Median latency (microseconds) by GPU count and
+    message bytes (the table's message_size is in bf16 elements), at the same sizes as
+    ``allreduce_graph``; the newest TensorRT-LLM table."""
+    for version, path in _tables(builder.sysdir, system, "comm", "custom_allreduce_perf",
+                                 framework="trtllm"):
+        t = _read(path, ["num_gpus", "message_size", "latency", "allreduce_dtype"])
+        per: dict[tuple[int, int], list[float]] = defaultdict(list)
+        rows = 0
+        for g, size, lat, dt in zip(t["num_gpus"], t["message_size"], t["latency"],
+                                    t["allreduce_dtype"], strict=True):
+            if dt != "bfloat16" or lat is None or lat <= 0:
+                continue
+            rows += 1
+            per[(g, 2 * size)].append(lat * 1e3)
+        out: dict[str, dict[str, float]] = {}
+        for g in sorted({g for g, _ in per}):
+            row = {str(nb): _r(statistics.median(per[(g, nb)])) for nb in AR_BYTES
+                   if (g, nb) in per}
+            if row:
+                out[str(g)] = row
+        if out:
+            return {"latency_us_by_gpus_and_bytes": out,
+                    "interconnect": INTERCONNECT.get(system),
+                    "tables": [{"path": builder.rel(path), "tensorrt_llm": version,
+                                "rows_total": rows, "rows_used": rows,
+                                "rows_above_peak": 0}]}
+    return {}
+
+
 def _fp8_quant(builder: Builder, system: str) -> dict[str, Any]:
     """The fp8 activation-quantization overheads aiconfigurator measures beside the GEMM table
     (collector/vllm/collect_computescale.py): ``scale_matrix`` = vLLM's static per-tensor
@@ -591,6 +631,7 @@ def build(aic: Path) -> dict[str, Any]:
             "decode_attention": decode_attn,
             "context_attention": context_attn,
             "allreduce_graph": builder.allreduce(system),
+            "allreduce_fused": _allreduce_fused(builder, system),
             "decode_moe": decode_moe,
             "prefill_moe": prefill_moe,
             "fp8_activation_quant": _fp8_quant(builder, system),
@@ -627,6 +668,12 @@ def build(aic: Path) -> dict[str, Any]:
             "allreduce_graph": (
                 "vLLM custom all-reduce, CUDA-graph backend, bf16; median latency in "
                 "microseconds; keys = GPU count, then message bytes (2 x the table's elements)"
+            ),
+            "allreduce_fused": (
+                "TensorRT-LLM's all-reduce (the kernels FlashInfer's trtllm_allreduce_fusion "
+                "ports, which vLLM's fuse_allreduce_rms pass runs with the residual add and "
+                "RMSNorm fused in), CUDA graph, AllReduceStrategy.AUTO, no fusion op, bf16; "
+                "median latency in microseconds; keys = GPU count, then message bytes"
             ),
             "decode_moe": (
                 "fused MoE, balanced routing, EP 1, tokens <= 16, every kernel source of the "

@@ -31,7 +31,7 @@ from advisor.core import confidence
 from advisor.core.confidence import family_key
 from advisor.core.engine import profile
 from advisor.core.model import ModelSpec, Quantization
-from advisor.core.perf import Workload, constant_cell, estimate
+from advisor.core.perf import ServerFlags, Workload, constant_cell, estimate
 from advisor.core.sizing import FitRequest, MemoryFit, fit
 
 HERE = Path(__file__).resolve().parent
@@ -94,6 +94,16 @@ def workload(g: dict[str, Any]) -> Workload:
     return Workload(input_len=g["isl"], output_len=g["osl"], concurrency=g["concurrency"])
 
 
+def server_flags(g: dict[str, Any]) -> ServerFlags | None:
+    """The row's fused all-reduce flags (silicon.py FUSION_FLAGS); None: the release's default."""
+    if "fuse_allreduce_rms" not in g:
+        return None
+    th = g.get("fusion_thresholds_mb")
+    return ServerFlags(fuse_allreduce_rms=g["fuse_allreduce_rms"],
+                       fusion_thresholds_mb={int(k): float(v) for k, v in th.items()} if th
+                       else None)
+
+
 def little_tps(w: Workload, ttft_ms: float, tpot_ms: float) -> float:
     """Output tok/s of a closed loop from its TTFT and TPOT (Little's law)."""
     return w.concurrency * w.output_len / ((ttft_ms + (w.output_len - 1) * tpot_ms) / 1000)
@@ -107,7 +117,7 @@ def predict(g: dict[str, Any], step_constant_s: float | None = None) -> dict[str
              g["isl"] + g["osl"] + 256, _version(g), g.get("kv_cache_dtype", "auto"),
              g.get("max_num_batched_tokens"))
     w = workload(g)
-    e = estimate(spec, gpu, f, w, step_constant_s=step_constant_s)
+    e = estimate(spec, gpu, f, w, step_constant_s=step_constant_s, server=server_flags(g))
     return {"tpot": e.tpot_ms, "ttft": e.ttft_ms,
             "output_tps": little_tps(w, e.ttft_ms, e.tpot_ms)}
 

@@ -73,6 +73,26 @@ SERVER_FLAGS: dict[tuple[str, str, str], tuple[str, int | None]] = {
     ("kimi", "hopper", "int4"): ("auto", None),
 }
 
+#: InferenceX's fused all-reduce + RMSNorm flags (stated protocol), read off the same scripts at
+#: each run's date: (family, GPU family) -> (fuse_allreduce_rms, VLLM_FLASHINFER_ALLREDUCE_
+#: FUSION_THRESHOLDS_MB by TP or None) for runs with an unrecorded 2025 release, then for runs
+#: with a recorded one. Not listed: the script sets neither, the release's default applies.
+#: - llama-70b B200 (70b_fp{8,4}_b200_docker.sh, parent of 2582bce4, image vllm v0.10.2):
+#:   pass_config enable_fi_allreduce_fusion true and the thresholds {"2":32,"4":32,"8":8};
+#: - gpt-oss B200: 2025 runs benchmarks/gptoss_fp4_b200_docker.sh at 12d601c4 (2025-11-20,
+#:   image vllm v0.11.0): the same two; 2026 runs benchmarks/single_node/gptoss_fp4_b200.sh at
+#:   67f51232 (2026-02-20): pass_config fuse_allreduce_rms true, no thresholds;
+#: - kimi (kimik2.5_{int4,fp4}_{b200,b300,h200}.sh at 2026-03-10, 03-31, 04-20):
+#:   --compilation_config.pass_config.fuse_allreduce_rms true.
+_INFX_THRESHOLDS = {2: 32.0, 4: 32.0, 8: 8.0}
+FUSION_FLAGS: dict[tuple[str, str], tuple[tuple[bool, dict[int, float] | None],
+                                          tuple[bool, dict[int, float] | None]]] = {
+    ("llama-70b", "blackwell"): ((True, _INFX_THRESHOLDS), (True, _INFX_THRESHOLDS)),
+    ("gpt-oss", "blackwell"): ((True, _INFX_THRESHOLDS), (True, None)),
+    ("kimi", "blackwell"): ((True, None), (True, None)),
+    ("kimi", "hopper"): ((True, None), (True, None)),
+}
+
 
 def row_class(source: str) -> str:
     if source.startswith("db-dump") or "source_file=2026-04-06.csv" in source \
@@ -163,6 +183,12 @@ def extract(aic: Path) -> dict[str, Any]:
                 kv, mnbt = "auto", None
             rec["kv_cache_dtype"] = kv
             rec["max_num_batched_tokens"] = 2 * int(isl) if mnbt == -1 else mnbt
+            flags = FUSION_FLAGS.get((FAMILY[model], kind))
+            if flags:
+                fuse, thresholds = flags[0 if rel is None else 1]
+                rec["fuse_allreduce_rms"] = fuse
+                if thresholds:
+                    rec["fusion_thresholds_mb"] = {str(k): v for k, v in thresholds.items()}
         for metric, col in (("tpot", "silicon_tpot_ms"), ("ttft", "silicon_ttft_ms")):
             vals = [float(m[col]) for m in members if m[col]]
             if not vals:

@@ -60,6 +60,30 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return nums[0], nums[1], nums[2]
 
 
+class AllreduceFusion(BaseModel):
+    """What a release's fused all-reduce + RMSNorm pass does (FlashInfer's
+    ``trtllm_allreduce_fusion``: the tensor-parallel all-reduce, the residual add and the
+    RMSNorm after it, and a static fp8 quant after that, in one kernel)."""
+
+    model_config = ConfigDict(frozen=True)
+    #: compute capabilities (x10: 90 Hopper, 100 B200, 103 B300) on which -O2, vLLM's
+    #: default optimization level, turns the pass on at TP > 1; elsewhere it runs only when
+    #: the server asks for it
+    default_on: tuple[int, ...] = ()
+    #: the largest all-reduce (MB of bf16 activations) the fused kernel takes, by compute
+    #: capability and TP size (vLLM's FI_ALLREDUCE_FUSION_MAX_SIZE_MB; the environment variable
+    #: VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB overrides it by TP size); a capability
+    #: or TP size not listed runs no fused kernel
+    max_mb: tuple[tuple[int, tuple[tuple[int, float], ...]], ...] = ()
+    #: the MoE layers' all-reduce can be fused too: it sits outside the fused-MoE custom op
+    moe: bool = False
+
+    def max_bytes(self, capability: int | None, tp: int) -> float:
+        """The largest fused all-reduce at this capability and TP size, bytes; 0 = none."""
+        sizes = dict(dict(self.max_mb).get(capability or 0, ()))
+        return float(sizes.get(tp, 0.0)) * 2**20
+
+
 class Rule(BaseModel):
     model_config = ConfigDict(frozen=True)
     since: str
@@ -86,6 +110,10 @@ class Rule(BaseModel):
     tp_extra_gib: float | None = None
     #: `vllm serve --numa-bind` binds each GPU worker to its GPU's NUMA node itself
     numa_bind_flag: bool | None = None
+    #: the fused all-reduce + RMSNorm compile pass (``pass_config.fuse_allreduce_rms``, named
+    #: ``enable_fi_allreduce_fusion`` before 0.12), one release fact in three parts
+    #: (:class:`AllreduceFusion`)
+    allreduce_fusion: AllreduceFusion | None = None
 
 
 RULES: tuple[Rule, ...] = (
@@ -158,6 +186,48 @@ RULES: tuple[Rule, ...] = (
          "0.11 printed 0.54-0.55 at TP 2, and the release in between where it grew is not "
          "known, so 0.12-0.18 keep the 0.11 figure",
          tp_extra_gib=1.48),
+    Rule(since="0.10.1", source="fused all-reduce + RMSNorm (FlashInfer, PR #20691 for SM100, "
+         "#21069 with fp8/fp4 quant): off unless pass_config.enable_fi_allreduce_fusion is "
+         "set; sizes from the v0.10.1.1 API docs of vllm.compilation.collective_fusion "
+         "(_FI_MAX_SIZES {2: 64 MiB, 4: 1 MiB, 8: 0.5 MiB}, one table for every GPU, and "
+         "vllm/envs.py's VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB: 'Unspecified world "
+         "sizes will fall back to { 2: 64, 4: 1, <everything else>: 0.5 }'); a fused-MoE "
+         "layer's all-reduce is inside the moe_forward custom op, out of the pass's reach",
+         allreduce_fusion=AllreduceFusion(
+             max_mb=((90, ((2, 64.0), (4, 1.0), (8, 0.5))),
+                     (100, ((2, 64.0), (4, 1.0), (8, 0.5)))))),
+    Rule(since="0.15.0", source="fused all-reduce sizes by compute capability, "
+         "FI_ALLREDUCE_FUSION_MAX_SIZE_MB {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, "
+         "8: 1}} in the v0.15.0 and v0.16.0 API docs (vllm.compilation.collective_fusion, "
+         "...passes.fusion.allreduce_rms_fusion); the same PR (#24248, 'Moves allreduce out of "
+         "moe_forward custom op in order to be able to match for fusion for moe models') "
+         "lets MoE layers fuse. It was still in review on 2025-10-30, after 0.11.0; the "
+         "release between 0.12 and 0.15 that first shipped it was not read, so 0.12-0.14 "
+         "keep the 0.10.1 rule",
+         allreduce_fusion=AllreduceFusion(
+             max_mb=((90, ((2, 64.0), (4, 2.0), (8, 0.5))),
+                     (100, ((2, 64.0), (4, 32.0), (8, 1.0)))), moe=True)),
+    Rule(since="0.16.0", source="fused all-reduce + RMSNorm on by default at -O2 on Hopper "
+         "and Blackwell (SM90, SM100) at TP > 1: vllm-project/vllm PR #34299 '[torch.compile] "
+         "Enable AR+rms fusion by default available for -O2', merged 2026-02-11 "
+         "(enable_allreduce_rms_fusion: TP > 1, CUDA, flashinfer, is_device_capability(100) or "
+         "(90)); the v0.14.1 API docs still set fuse_allreduce_rms False at O2, the v0.18.2 "
+         "fusions doc lists it 'O2 (Hopper/Blackwell + TP > 1)'. The first release after "
+         "the merge is inferred to be 0.16.0 (0.15.1 came out 2026-02-04; not read from a "
+         "changelog)",
+         allreduce_fusion=AllreduceFusion(
+             default_on=(90, 100),
+             max_mb=((90, ((2, 64.0), (4, 2.0), (8, 0.5))),
+                     (100, ((2, 64.0), (4, 32.0), (8, 1.0)))), moe=True)),
+    Rule(since="0.19.0", source="vLLM v0.19.0 release notes: 'B300/GB300 (SM 10.3): Allreduce "
+         "fusion enabled by default (#37755), tuned all-reduce communicator (#37756)'; "
+         "#37756 adds FI_ALLREDUCE_FUSION_MAX_SIZE_MB 103: {2: 64, 4: 64, 8: 2}. Before it "
+         "SM 10.3 had no entry, so the pass disabled itself there even when asked for",
+         allreduce_fusion=AllreduceFusion(
+             default_on=(90, 100, 103),
+             max_mb=((90, ((2, 64.0), (4, 2.0), (8, 0.5))),
+                     (100, ((2, 64.0), (4, 32.0), (8, 1.0))),
+                     (103, ((2, 64.0), (4, 64.0), (8, 2.0)))), moe=True)),
     Rule(since="0.21.0", source="vLLM 0.21 startup log: 'CUDA graph memory profiling is "
          "enabled (default since v0.21.0)'; its profiling peak (Llama-3.1-8B on H100, 1.44 GiB "
          "at 8192 tokens and 1024 sequences) gives, with the 0.0525 GiB base and the width "
@@ -183,6 +253,7 @@ class EngineProfile(BaseModel):
     non_torch_gib: float
     tp_extra_gib: float
     numa_bind_flag: bool
+    allreduce_fusion: AllreduceFusion = AllreduceFusion()
     sources: tuple[str, ...]
 
     def non_torch(self, tp: int) -> float:

@@ -57,14 +57,14 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     # at TP 1, unrecorded 2025 release; the H100 0.11.2 rows are all queued servers) gave
     # 4.06 ms, absorbing a TP-1 kernel error that the same shape shows in band B (run.py
     # POOLED; adopted after the first report look, both figures in benchmarks/perf/README.md)
-    ("hopper", "A"): 0.00196,
-    # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.043
-    ("hopper", "B"): 0.00196,
-    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.072
-    ("blackwell", "A"): 0.00120,
+    ("hopper", "A"): 0.00214,
+    # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.041
+    ("hopper", "B"): 0.00214,
+    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.069
+    ("blackwell", "A"): 0.00141,
     # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
-    # at TP 1-8, vLLM 0.19.0 and nightly; 0.054
-    ("blackwell", "B"): 0.00137,
+    # at TP 1-8, vLLM 0.19.0 and nightly; 0.052
+    ("blackwell", "B"): 0.00181,
 }
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)
@@ -108,6 +108,20 @@ class Workload(BaseModel):
     #: A closed loop starts all ``concurrency`` requests at once, so the first wave queues
     #: behind each other's prefills: that share of requests waits longer for its first token.
     num_prompts: int | None = Field(default=None, gt=0)
+
+
+class ServerFlags(BaseModel):
+    """vLLM server settings the step model reads beyond the memory fit's (all optional: None
+    is what the release does by default, :mod:`advisor.core.engine`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: ``--compilation-config`` ``pass_config.fuse_allreduce_rms`` (``enable_fi_allreduce_fusion``
+    #: before 0.12): the fused all-reduce + RMSNorm pass (stepmodel.Fusion). None = the
+    #: release's -O2 default (on at TP > 1 on Hopper and B200 from 0.16, B300 from 0.19)
+    fuse_allreduce_rms: bool | None = None
+    #: ``VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB``: TP size -> the largest fused
+    #: all-reduce in MB, instead of the release's sizes
+    fusion_thresholds_mb: dict[int, float] | None = None
 
 
 class PerfEstimate(BaseModel):
@@ -171,6 +185,36 @@ def offload_s(fit: MemoryFit, host_link_bytes_s: float | None) -> float:
     return fit.cpu_offload_gib * 2**30 / (host_link_bytes_s or H2D_BYTES_S[4])
 
 
+def fusion(fit: MemoryFit, gpu: Gpu, server: ServerFlags | None = None) -> stepmodel.Fusion:
+    """The fused all-reduce + RMSNorm pass as this replica runs it: on where the server asks
+    for it, else where the release turns it on by default (TP > 1, one pipeline stage: vLLM
+    keeps it off under pipeline parallelism in the releases that have it on by default,
+    vllm-project/vllm#35426); the largest all-reduce its kernel takes, by the GPU's compute
+    capability and the TP size; nothing on a GPU whose capability the release has no size
+    for (vLLM then disables the pass itself)."""
+    on = server.fuse_allreduce_rms if server is not None else None
+    thresholds = server.fusion_thresholds_mb if server is not None else None
+    return _fusion(fit.vllm_version, gpu.id, fit.tp, fit.pp, on,
+                   tuple(sorted(thresholds.items())) if thresholds else None)
+
+
+@functools.lru_cache(maxsize=256)
+def _fusion(vllm_version: str, gpu_id: str, tp: int, pp: int, on: bool | None,
+            thresholds: tuple[tuple[int, float], ...] | None) -> stepmodel.Fusion:
+    from advisor.core.engine import profile
+
+    cap = stepmodel.COMPUTE_CAPABILITY.get(gpu_id)
+    rule = profile(vllm_version).allreduce_fusion
+    if on is None:
+        on = cap in rule.default_on and pp == 1
+    if not on or tp <= 1 or cap is None:
+        return stepmodel.NO_FUSION
+    limit = rule.max_bytes(cap, tp)
+    if thresholds is not None and limit:
+        limit = float(dict(thresholds).get(tp, limit / 2**20)) * 2**20
+    return stepmodel.Fusion(max_bytes=limit, moe=rule.moe) if limit else stepmodel.NO_FUSION
+
+
 def step_overhead_s(vllm_version: str, architecture: str | None = None) -> float:
     """The per-step constant of this GPU family and release band (:data:`STEP_CONSTANT_S`)."""
     return _step_constant(vllm_version, architecture)[0]
@@ -178,17 +222,20 @@ def step_overhead_s(vllm_version: str, architecture: str | None = None) -> float
 
 def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context: float,
                   host_link_bytes_s: float | None = None,
-                  step_constant_s: float | None = None) -> float:
+                  step_constant_s: float | None = None,
+                  server: ServerFlags | None = None) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens of history on one GPU of the
     replica (under PP: one stage), composed from the measured kernel curves, plus the per-step
     constant and any --cpu-offload-gb streaming."""
     const = (step_overhead_s(fit.vllm_version, gpu.architecture) if step_constant_s is None
              else step_constant_s)
-    return _cost(spec, gpu, fit, batch, context) + const + offload_s(fit, host_link_bytes_s)
+    return (_cost(spec, gpu, fit, batch, context, fuse=fusion(fit, gpu, server)) + const
+            + offload_s(fit, host_link_bytes_s))
 
 
 def _cost(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, decode: float, context: float,
-          prefill_tokens: float = 0.0, prompt_len: float = 0.0) -> float:
+          prefill_tokens: float = 0.0, prompt_len: float = 0.0,
+          fuse: stepmodel.Fusion = stepmodel.NO_FUSION) -> float:
     if not gpu.memory_bandwidth_gb_s:
         raise UserInputError(f"the catalog has no memory bandwidth for {gpu.id}",
                              hint="add memory_bandwidth_gb_s to its gpus.yaml entry")
@@ -196,7 +243,7 @@ def _cost(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, decode: float, context: flo
     k = stepmodel.kernels(gpu)
     return stepmodel.step_cost(spec, k, fit.tp, fit.pp, fit.kv_cache_dtype,
                                _kv_bytes(fit), int(math.ceil(decode)), context,
-                               prefill_tokens, prompt_len).total
+                               prefill_tokens, prompt_len, fuse).total
 
 
 def _kv_bytes(fit: MemoryFit) -> float:
@@ -213,13 +260,13 @@ def _chunks(fit: MemoryFit, tokens: int, decoding: int) -> tuple[int, float]:
 
 def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
               hop_s: float = 0.0, host_link_bytes_s: float | None = None,
-              step_constant_s: float | None = None) -> float:
+              step_constant_s: float | None = None, server: ServerFlags | None = None) -> float:
     """One prompt alone, in chunks of max_num_batched_tokens; under PP every chunk passes the
     stages one after another."""
     const = (step_overhead_s(fit.vllm_version, gpu.architecture) if step_constant_s is None
              else step_constant_s)
     n, chunk = _chunks(fit, tokens, 0)
-    one = _cost(spec, gpu, fit, 0, 0.0, chunk, tokens)
+    one = _cost(spec, gpu, fit, 0, 0.0, chunk, tokens, fusion(fit, gpu, server))
     return n * (fit.pp * one + const + (fit.pp - 1) * hop_s + offload_s(fit, host_link_bytes_s))
 
 
@@ -239,8 +286,10 @@ def pp_hop_s(spec: ModelSpec, fit: MemoryFit, tokens: int, fabric_gbps: float | 
 def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
              across_nodes: bool = False, fabric_gbps: float | None = None,
              host_link_bytes_s: float | None = None,
-             step_constant_s: float | None = None) -> PerfEstimate:
-    """TTFT, TPOT and throughput of one replica at ``workload.concurrency`` sequences.
+             step_constant_s: float | None = None,
+             server: ServerFlags | None = None) -> PerfEstimate:
+    """TTFT, TPOT and throughput of one replica at ``workload.concurrency`` sequences;
+    ``server``: vLLM settings beyond the fit's (None: the release's defaults).
 
     Under pipeline parallelism (``fit.pp`` > 1) vLLM keeps ``pp`` micro-batches in flight: a
     token of every sequence needs one pass through all stages, so a full round is ``pp`` stage
@@ -261,12 +310,13 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     const = (step_overhead_s(fit.vllm_version, gpu.architecture) if step_constant_s is None
              else step_constant_s)
     isl, osl = workload.input_len, workload.output_len
+    fuse = fusion(fit, gpu, server)
     if pp == 1:
         off = offload_s(fit, host_link_bytes_s)
-        step = _cost(spec, gpu, fit, c, ctx) + const + off
+        step = _cost(spec, gpu, fit, c, ctx, fuse=fuse) + const + off
         # a prompt arriving while c - 1 others decode rides in their steps, chunk by chunk
         n, chunk = _chunks(fit, isl, c - 1)
-        mixed = _cost(spec, gpu, fit, c - 1, ctx, chunk, isl) + const + off
+        mixed = _cost(spec, gpu, fit, c - 1, ctx, chunk, isl, fuse) + const + off
         own = n * mixed
         # steady state: every osl steps each of the others is replaced by a new request, whose
         # n chunks make n of the steps mixed ones (TPOT is the mean step)
@@ -280,19 +330,19 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
         if workload.num_prompts and c > 1:
             # the first wave: all c prompts at once, in steps of the whole token budget
             budget = max(1, fit.max_num_batched_tokens)
-            full = _cost(spec, gpu, fit, 0, 0.0, min(budget, c * isl), isl) + const + off
+            full = _cost(spec, gpu, fit, 0, 0.0, min(budget, c * isl), isl, fuse) + const + off
             wave = (math.ceil(c * isl / budget) + 1) / 2 * full
             share = min(1.0, c / workload.num_prompts)
             ttft = (1 - share) * ttft + share * wave
     else:
         mb = max(1, math.ceil(c / pp))
         hop = pp_hop_s(spec, fit, mb, fabric_gbps, across_nodes, gpu)
-        stage = decode_step_s(spec, gpu, fit, mb, ctx, host_link_bytes_s, const) - const
+        stage = decode_step_s(spec, gpu, fit, mb, ctx, host_link_bytes_s, const, server) - const
         step = pp * (stage + hop) + const
         chunk_len = min(isl, max(1, fit.max_num_batched_tokens))
         pre = prefill_s(spec, gpu, fit, isl,
                         pp_hop_s(spec, fit, chunk_len, fabric_gbps, across_nodes, gpu),
-                        host_link_bytes_s, const)
+                        host_link_bytes_s, const, server)
         notes.append(f"pipeline of {pp} stages" + (" across instances" if across_nodes else "")
                      + f": {pp} micro-batches of {mb} sequence(s) in flight")
         tpot = step + pre * (c - 1) / osl if c > 1 else step

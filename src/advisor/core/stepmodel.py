@@ -16,7 +16,11 @@ kernels). Each kernel's time comes from ``kernel_curves.json`` (written by
   never better than a GEMM moving the same bytes (small calls are launch-bound);
 * a prompt's attention costs its causal FLOPs at ``context_attention`` efficiency (by length);
 * an all-reduce is the measured CUDA-graph custom all-reduce, interpolated in log-log space by
-  message bytes, for the replica's GPU count.
+  message bytes, for the replica's GPU count; where the server runs vLLM's fused all-reduce +
+  RMSNorm pass (``fuse_allreduce_rms``: on by default from a release on, or asked for) and the
+  message is within the fused kernel's size limit, it is TensorRT-LLM's measured all-reduce
+  (the kernels FlashInfer's fusion ports) and the RMSNorm after it, and the static fp8 quant
+  after that, are no longer separate kernels (:class:`Fusion`).
 
 GPUs without tables take the nearest architecture's curves (:data:`TRANSFER`), with their own
 datasheet bandwidth and peaks (the curves are fractions of those), and all-reduce times scaled
@@ -80,6 +84,12 @@ MOE_PREFILL_TOKENS = 512
 #: vLLM's "fp8" (online, or quant_method fp8) defaults to dynamic scales, fbgemm_fp8 is dynamic
 #: per token. See :func:`linear_s`.
 STATIC_FP8_METHODS = frozenset({"modelopt"})
+#: CUDA compute capability (x10) of the catalog GPUs on which vLLM's fused all-reduce +
+#: RMSNorm pass can run (vLLM keys its default and size limits by it: 90 Hopper, 100 B200,
+#: 103 B300; engine.AllreduceFusion); any other GPU runs the unfused all-reduce
+COMPUTE_CAPABILITY: dict[str, int] = {
+    "H100-SXM": 90, "H100-PCIe": 90, "H100-NVL": 90, "H200": 90, "B200": 100, "B300": 103,
+}
 #: the dense peak each fused-MoE dtype computes at (weight-only formats: bf16 math)
 MOE_PEAK = {"bfloat16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4",
             "w4a16_mxfp4": "bfloat16", "int4_wo": "bfloat16"}
@@ -141,6 +151,10 @@ class Kernels:
     #: fp8 activation quantization, (log2 input MiB, log2 µs) by "compute_scale" /
     #: "static_quant" (kernel_curves.json fp8_activation_quant); empty where not measured
     fp8_quant: dict[str, Curve] | None = None
+    #: tp -> (log2 bytes, log2 µs): the fused all-reduce + RMSNorm kernel's all-reduce
+    #: (kernel_curves.json allreduce_fused, TensorRT-LLM's table); only for a GPU measured
+    #: with its own link, else None (the fusion is then not charged)
+    allreduce_fused: dict[int, Curve] | None = None
 
     @property
     def transferred(self) -> bool:
@@ -178,21 +192,50 @@ class Kernels:
     def allreduce_s(self, tp: int, nbytes: float) -> float:
         if tp <= 1 or nbytes <= 0:
             return 0.0
-        key = min(self.allreduce, key=lambda t: (abs(math.log2(t) - math.log2(tp)), -t))
-        xs, ys = self.allreduce[key]
-        lx = math.log2(nbytes)
-        if lx <= xs[0]:
-            ly = ys[0]
-        elif lx >= xs[-1]:
-            ly = ys[-1] + (lx - xs[-1])  # beyond the table: linear in bytes
-        else:
-            i = bisect.bisect_right(xs, lx)
-            t = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
-            ly = ys[i - 1] + t * (ys[i] - ys[i - 1])
-        us = 2**ly
+        xs, ys = _ar_curve(self.allreduce, tp)
+        us = 2 ** _ar_log_us(xs, ys, nbytes)
         floor = 2 ** ys[0]
         us = floor + (us - floor) * self.ar_scale
         return us * 1e-6
+
+    def allreduce_fused_s(self, tp: int, nbytes: float) -> float:
+        """The all-reduce inside the fused all-reduce + RMSNorm kernel (TensorRT-LLM's
+        measured kernels); the unfused custom all-reduce where none was measured."""
+        if not self.allreduce_fused:
+            return self.allreduce_s(tp, nbytes)
+        if tp <= 1 or nbytes <= 0:
+            return 0.0
+        xs, ys = _ar_curve(self.allreduce_fused, tp)
+        return float(2 ** _ar_log_us(xs, ys, nbytes)) * 1e-6
+
+
+def _ar_curve(table: dict[int, Curve], tp: int) -> Curve:
+    return table[min(table, key=lambda t: (abs(math.log2(t) - math.log2(tp)), -t))]
+
+
+def _ar_log_us(xs: tuple[float, ...], ys: tuple[float, ...], nbytes: float) -> float:
+    """log2 µs of an all-reduce of ``nbytes``: log-log interpolation, flat below the table,
+    linear in bytes beyond it."""
+    lx = math.log2(nbytes)
+    if lx <= xs[0]:
+        return ys[0]
+    if lx >= xs[-1]:
+        return ys[-1] + (lx - xs[-1])
+    i = bisect.bisect_right(xs, lx)
+    t = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return ys[i - 1] + t * (ys[i] - ys[i - 1])
+
+
+def _ar_table(points_by_tp: dict[str, dict[str, float]]) -> dict[int, Curve]:
+    out = {}
+    for tp, points in points_by_tp.items():
+        pts = sorted((math.log2(float(b)), math.log2(float(us))) for b, us in points.items())
+        # keep the curve non-decreasing (small-message noise)
+        ys: list[float] = []
+        for _, y in pts:
+            ys.append(max(y, ys[-1]) if ys else y)
+        out[int(tp)] = (tuple(x for x, _ in pts), tuple(ys))
+    return out
 
 
 @dataclass(frozen=True)
@@ -277,15 +320,11 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
             ar_source = "RTX-PRO-6000" if gen5 else "L40S"
             ref = PCIE_X16_GB_S[5 if gen5 else 4]
         scale = ref / link
-    table = data[ar_source]["allreduce_graph"]["latency_us_by_gpus_and_bytes"]
-    ar = {}
-    for tp, points in table.items():
-        pts = sorted((math.log2(float(b)), math.log2(float(us))) for b, us in points.items())
-        # keep the curve non-decreasing (small-message noise)
-        ys: list[float] = []
-        for _, y in pts:
-            ys.append(max(y, ys[-1]) if ys else y)
-        ar[int(tp)] = (tuple(x for x, _ in pts), tuple(ys))
+    ar = _ar_table(data[ar_source]["allreduce_graph"]["latency_us_by_gpus_and_bytes"])
+    # the fused kernel's all-reduce: only measured on the GPU itself over its own link
+    fused_table = (src.get("allreduce_fused") or {}).get("latency_us_by_gpus_and_bytes")
+    fused = (_ar_table(fused_table) if fused_table and ar_source == gpu_id and scale == 1.0
+             else None)
     dm = {k: _curve(v["efficiency_by_weight_mib"])
           for k, v in (src.get("decode_moe") or {}).items()}
     pm = {k: _curve(v["efficiency_by_tokens_per_expert"])
@@ -302,7 +341,7 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
     return Kernels(gpu=gpu_id, source=source, bw=bw, peaks=peaks, decode_gemm=dec,
                    prefill_gemm=pre, decode_attention=da, context_attention=ca, allreduce=ar,
                    ar_source=ar_source, ar_scale=scale, decode_moe=dm, prefill_moe=pm,
-                   fp8_quant=fq)
+                   fp8_quant=fq, allreduce_fused=fused)
 
 
 # --- the model's layers -----------------------------------------------------------------------
@@ -464,6 +503,26 @@ def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
 
 
 @dataclass(frozen=True)
+class Fusion:
+    """vLLM's fused all-reduce + RMSNorm pass as one replica runs it (``fuse_allreduce_rms``).
+
+    A step's all-reduce of at most ``max_bytes`` (bf16 activations) is FlashInfer's fused
+    kernel: the all-reduce (TensorRT-LLM's measured kernels, :meth:`Kernels.allreduce_fused_s`),
+    the residual add and RMSNorm after it (the ``fused_add_rms_norm`` kernel is no longer run),
+    and, for a checkpoint with static fp8 activation scales, the quantization of the next
+    linear layer's input (its static quant is no longer run; vLLM's pattern
+    AllReduceFusedRMSNormStaticQuantFP8). Larger all-reduces (prefill chunks) run unfused.
+    The all-reduce after a MoE layer takes part only where ``moe`` (vLLM >= 0.15 here,
+    engine.AllreduceFusion)."""
+
+    max_bytes: float = 0.0
+    moe: bool = False
+
+
+NO_FUSION = Fusion()
+
+
+@dataclass(frozen=True)
 class StepCost:
     """Seconds of one step by part (no per-step constant)."""
 
@@ -479,10 +538,10 @@ class StepCost:
 
 def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_bytes: float,
               decode: int, context: float, prefill_tokens: float = 0.0,
-              prompt_len: float = 0.0) -> StepCost:
+              prompt_len: float = 0.0, fusion: Fusion = NO_FUSION) -> StepCost:
     """One engine step on one GPU of the replica: ``decode`` sequences at mean ``context``
     tokens of history, plus ``prefill_tokens`` tokens of prompts ``prompt_len`` long (their
-    share of those prompts' attention)."""
+    share of those prompts' attention); ``fusion``: the fused all-reduce + RMSNorm pass."""
     s = shape(spec, tp, pp, kv_bytes)
     dt = dtypes(spec, k)
     m = decode + prefill_tokens
@@ -490,14 +549,22 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
         return StepCost(0.0, 0.0, 0.0, 0.0)
     h = s.hidden
     layers = s.layers_full + s.layers_sliding
-    # attention projections
-    proj = linear_s(k, dt, s.qkv_n, h, m) + linear_s(k, dt, h, s.o_k, m, fp8_input=True)
+    act = m * h * 2
+    fused = tp > 1 and 0 < act <= fusion.max_bytes
+    # all-reduces fused with the RMSNorm after them: the attention output's always, the MLP's
+    # in dense layers, a MoE layer's where the release lets it
+    n_fused = (layers + s.dense_layers + (s.moe_layers if fusion.moe else 0.0)) if fused else 0.0
+    # attention projections; a static-fp8 qkv_proj gets its input in fp8 from the fused
+    # input RMSNorm (fused with the MLP's all-reduce before it)
+    qkv_fp8 = fused and (fusion.moe or not s.moe_layers)
+    proj = (linear_s(k, dt, s.qkv_n, h, m, fp8_input=qkv_fp8)
+            + linear_s(k, dt, h, s.o_k, m, fp8_input=True))
     if s.attn_extra_params:
         proj += linear_s(k, dt, s.attn_extra_params / h, h, m)
     gemm = layers * proj
-    # MLPs
+    # MLPs (gate_up's input is the fused post-attention RMSNorm's output)
     if s.dense_layers:
-        gemm += s.dense_layers * (linear_s(k, dt, 2 * s.inter, h, m)
+        gemm += s.dense_layers * (linear_s(k, dt, 2 * s.inter, h, m, fp8_input=fused)
                                   + linear_s(k, dt, h, s.inter, m, fp8_input=True))
     if s.moe_layers:
         # the experts the step's tokens route to, read once by one fused kernel each for
@@ -552,10 +619,13 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
                 # this step's share of the prompts' causal attention FLOPs
                 flops = 2 * s.q_heads * s.head_dim_ctx * span * prefill_tokens
                 attn += n_layers * flops / (k.peak("bfloat16") * interp(c, span))
-    # all-reduces (two per layer) and element-wise kernels
-    ar = 2 * layers * k.allreduce_s(tp, m * h * 2) if tp > 1 else 0.0
-    act = m * h * 2
-    other = layers * (ELEMENTWISE_PER_LAYER - 1) * _transfer_s(k, 2 * act)
+    # all-reduces (two per layer) and element-wise kernels; each fused all-reduce takes the
+    # fused_add_rms_norm after it into its kernel
+    ar = 0.0
+    if tp > 1:
+        ar = ((2 * layers - n_fused) * k.allreduce_s(tp, act)
+              + n_fused * k.allreduce_fused_s(tp, act))
+    other = ((layers * (ELEMENTWISE_PER_LAYER - 1) - n_fused) * _transfer_s(k, 2 * act))
     other += (s.dense_layers * _transfer_s(k, 3 * m * s.inter * 2)
               + s.moe_layers * _transfer_s(k, 3 * m * max(s.expert_inter * s.topk, 1) * 2))
     return StepCost(gemm, attn, ar, other)
