@@ -887,13 +887,24 @@ def _places(st: Store, dep: Deployment) -> list[tuple[str, str]]:
     """(provider, region): the deployment's own region first, then every region its events
     (intents, attempts, resources) name, in order, each with the provider that event names."""
     places: list[tuple[str, str]] = [(dep.provider, dep.region)] if dep.region else []
+    from advisor.catalog.schema import REGION
+
     for e in st.events(dep.name):
         r = e.data.get("region")
         prov = e.data.get("provider")
-        if isinstance(r, str):
-            place = (prov if isinstance(prov, str) and prov else dep.provider, r)
-            if place not in places:
-                places.append(place)
+        if r is None:
+            continue
+        cloud = prov if isinstance(prov, str) and prov else dep.provider
+        if not isinstance(r, str) or not REGION.match(r) or cloud not in CLOUDS:
+            # a damaged event must not stop down half-way (after terminating, before the
+            # security group): it is said once and skipped; the rest is still cleaned up
+            st._warn(f"event-place:{dep.name}:{str(r)[:40]}:{str(cloud)[:20]}",
+                     f"an event of {dep.name} names {cloud!r} region {str(r)[:60]!r}, "
+                     "which is no place advisor launches: skipped")
+            continue
+        place = (cloud, r)
+        if place not in places:
+            places.append(place)
     for res in dep.resources:
         if (dep.provider, res.region) not in places:
             places.append((dep.provider, res.region))

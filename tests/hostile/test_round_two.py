@@ -276,3 +276,24 @@ def test_a_replaced_table_is_one_line_not_an_internal_error(tmp_path):
     for command in (["status"], ["down", "x", "--yes"]):
         _one_line(_run(*command, env={"ADVISOR_HOME": str(tmp_path)}),
                   "its table deployments lacks the columns")
+
+
+@pytest.mark.parametrize(("region", "provider"), [
+    ("mars-1 ; rm", "aws"), ("../x", "aws"), (7, "aws"), ("us-east-1", "oracle"),
+    ("us-east-1\n", "aws"),
+])
+def test_a_damaged_event_is_skipped_with_a_word_not_a_stop(tmp_path, capsys, region, provider):
+    from advisor.provisioning import _places
+    from advisor.state import Store
+
+    st = Store(tmp_path / "state.db")
+    st.begin("dmg", "aws", "llama-3-8b", 8192, {"region": "us-west-2"})
+    st.event("dmg", "intent", "launch", {"region": region, "provider": provider})
+    st.event("dmg", "intent", "launch", {"region": "eu-west-1", "provider": "aws"})
+    dep = st.get("dmg")
+    assert dep is not None
+    places = _places(st, dep)
+    assert ("aws", "eu-west-1") in places  # the rest is still found
+    assert all(isinstance(r, str) and "\n" not in r and " " not in r for _, r in places)
+    assert all(p in ("aws", "gcp", "azure") for p, _ in places)
+    assert "no place advisor launches: skipped" in capsys.readouterr().err
