@@ -106,7 +106,7 @@ def test_the_launcher_flags_are_read_off_the_template():
     assert launcher_vllm_flags(text) == {
         "--host", "--port", "--tensor-parallel-size", "--max-model-len",
         "--gpu-memory-utilization", "--pipeline-parallel-size", "--distributed-executor-backend",
-        "--numa-bind"}
+        "--numa-bind", "--quantization"}
     assert launcher_ray_flags(text) == {"--head", "--port", "--num-gpus", "--disable-usage-stats",
                                         "--block", "--address"}
 
