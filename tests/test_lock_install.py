@@ -76,7 +76,8 @@ def launcher_vllm_flags(text: str) -> set[str]:
     in each array that runs ``.../bin/vllm serve``, and those of the arrays expanded after it
     (``"${extra[@]}"``). numactl's flags come before the binary; ray's arrays run ``ray``."""
     arrays: dict[str, list[str]] = {}
-    for name, body in re.findall(r"(?<![\w+])(\w+)=\((.*?)\)", text, re.S):
+    # assignments and appends alike: extra=(…) and extra+=(…)
+    for name, body in re.findall(r"(?<![\w+])(\w+)\+?=\((.*?)\)", text, re.S):
         arrays.setdefault(name, []).append(body)
     flags: set[str] = set()
     for bodies in arrays.values():
