@@ -79,6 +79,12 @@ def _check_sources(sources: Sources) -> Sources:
     return sources
 
 
+def _check_repo_id(value: str) -> str:
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z", value):
+        raise ValueError(f"{value!r} is not a Hugging Face repo id (owner/name)")
+    return value
+
+
 def _check_name(value: str) -> str:
     if not SAFE_NAME.match(value):
         raise ValueError(
@@ -395,12 +401,7 @@ class QuantizedCheckpoint(_Model):
 
     _src = field_validator("sources")(_check_sources)
 
-    @field_validator("hf_id")
-    @classmethod
-    def _repo_id(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z", value):
-            raise ValueError(f"{value!r} is not a Hugging Face repo id (owner/name)")
-        return value
+    _hf = field_validator("hf_id")(_check_repo_id)
 
 
 class ModelAlias(_Model):
@@ -427,12 +428,7 @@ class ModelAlias(_Model):
             raise ValueError(f"{value!r} is not a plain .json file name next to index.yaml")
         return value
 
-    @field_validator("hf_id")
-    @classmethod
-    def _repo_id(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z", value):
-            raise ValueError(f"{value!r} is not a Hugging Face repo id (owner/name)")
-        return value
+    _hf = field_validator("hf_id")(_check_repo_id)
 
 
 def provenance_of(sources: Sources, field: str) -> Provenance:
