@@ -244,3 +244,45 @@ def test_sdk_provision_checks_refs_image_and_options_before_anything():
     with pytest.raises(UserInputError, match="is not valid"):
         provision("llama-3-8b", 8192, provider_options={"gcp": {"project": "Bad Project!"}},
                   **base)
+
+
+class _CtrlC(Scripted):
+    """The launch call returns to a process the user just interrupted."""
+
+    def launch(self, spec, zone):
+        self.launched.append(zone)
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_during_the_launch_keeps_the_record_and_names_the_deployment(tmp_path):
+    from advisor.provisioning import Interrupted
+
+    p = _CtrlC({"us-east-1": ["us-east-1a"]}, {})
+    store = Store(tmp_path / "s.db")
+    with pytest.raises(Interrupted) as exc:
+        provision("llama-3-8b", 8192, hf_token_ref="aws-ssm:/advisor/hf-token",
+                  instance="aws:g6e.2xlarge", name="ctrlc", regions=["us-east-1"],
+                  backends={"aws": p}, store=store)
+    assert exc.value.name == "ctrlc" and isinstance(exc.value, KeyboardInterrupt)
+    dep = store.get("ctrlc")
+    assert dep is not None  # status --reconcile and down find it from here
+    assert any(e.kind == "interrupted" for e in store.events("ctrlc"))
+    # the intent came first: the region the launch went to is on record for down
+    assert any(e.data.get("region") == "us-east-1" for e in store.events("ctrlc"))
+
+
+def test_the_cli_says_how_to_find_an_interrupted_launch(monkeypatch):
+    from typer.testing import CliRunner
+
+    import advisor.provisioning as prov
+    from advisor.cli import app
+
+    def interrupted(*a, **k):
+        raise prov.Interrupted("ctrlc")
+
+    monkeypatch.setattr(prov, "provision", interrupted)
+    res = CliRunner().invoke(app, ["provision", "--model", "llama-3-8b", "--ctx", "8192",
+                                   "--hf-token-ref", "aws-ssm:/advisor/hf-token", "--yes"])
+    assert res.exit_code == 130
+    assert "interrupted while launching ctrlc" in res.output
+    assert "advisor down ctrlc" in res.output

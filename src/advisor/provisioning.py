@@ -31,7 +31,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from contextvars import ContextVar
 from typing import Any, Literal, ParamSpec, TypeVar
 
@@ -82,6 +82,14 @@ _WIDTH = {"zone": 0, "region": 1, "provider": 2, "fatal": 3}
 def preflight_scope(check: PreflightCheck) -> Scope:
     """What a failed check blocks: its own scope, else :data:`PREFLIGHT_SCOPES`, else fatal."""
     return check.scope or PREFLIGHT_SCOPES.get(check.name, "fatal")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a launch: ``name`` is the deployment whose instance may be running."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
 class PreflightRefused(UserInputError):
@@ -492,67 +500,74 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         say(f"{a.provider}:{a.instance_type} in {a.zone or a.region}: {a.outcome}"
             + (f" ({a.code})" if a.code else ""))
 
-    for c in cands:
-        base = {"provider": c.provider, "instance_type": c.instance_type, "region": c.region}
-        if c.provider in blocked_providers:
-            note(Attempt(**base, outcome="skipped", detail="provider refused earlier"))
-            continue
-        p = _provider(backends, c.provider, opts.get(c.provider, {}))
-        try:
-            checks = _preflight(p, c, say)
-            if checks is not None:
-                checked.append(_checks_of(c, checks))
-                warnings += [w for w in _unchecked(c, checks) if w not in warnings]
-                bad = [x for x in checks if x.ok is False]
-                if bad:
-                    scope = max((preflight_scope(x) for x in bad), key=_WIDTH.__getitem__)
-                    where = f"{c.provider}:{c.instance_type} {c.region}"
-                    refusals += [(where, x) for x in bad]
-                    stopped += 1
-                    quota_only = all(x.name == "quota" for x in bad)  # as the launch says it
-                    note(Attempt(**base, outcome="quota" if quota_only else "refused",
-                                 code="QuotaCheck" if quota_only else
-                                 "preflight:" + ",".join(x.name for x in bad),
-                                 detail="; ".join(x.detail for x in bad)))
-                    if scope == "fatal":
-                        _fail(st, name, attempts)
-                        raise PreflightRefused(refusals)
-                    if scope == "provider":
-                        blocked_providers.add(c.provider)
+    try:
+        for c in cands:
+            base = {"provider": c.provider, "instance_type": c.instance_type, "region": c.region}
+            if c.provider in blocked_providers:
+                note(Attempt(**base, outcome="skipped", detail="provider refused earlier"))
+                continue
+            p = _provider(backends, c.provider, opts.get(c.provider, {}))
+            try:
+                checks = _preflight(p, c, say)
+                if checks is not None:
+                    checked.append(_checks_of(c, checks))
+                    warnings += [w for w in _unchecked(c, checks) if w not in warnings]
+                    bad = [x for x in checks if x.ok is False]
+                    if bad:
+                        scope = max((preflight_scope(x) for x in bad), key=_WIDTH.__getitem__)
+                        where = f"{c.provider}:{c.instance_type} {c.region}"
+                        refusals += [(where, x) for x in bad]
+                        stopped += 1
+                        quota_only = all(x.name == "quota" for x in bad)  # as the launch says it
+                        note(Attempt(**base, outcome="quota" if quota_only else "refused",
+                                     code="QuotaCheck" if quota_only else
+                                     "preflight:" + ",".join(x.name for x in bad),
+                                     detail="; ".join(x.detail for x in bad)))
+                        if scope == "fatal":
+                            _fail(st, name, attempts)
+                            raise PreflightRefused(refusals)
+                        if scope == "provider":
+                            blocked_providers.add(c.provider)
+                        continue
+                quota_known = checks is not None and any(x.name == "quota" for x in checks)
+                launched = _launch_in_region(p, c, st, note, say, quota_known)
+            except CloudError as err:
+                if err.scope == "provider":
+                    blocked_providers.add(c.provider)
+                    note(Attempt(**base, outcome="denied", code=err.code, detail=err.detail))
                     continue
-            quota_known = checks is not None and any(x.name == "quota" for x in checks)
-            launched = _launch_in_region(p, c, st, note, say, quota_known)
-        except CloudError as err:
-            if err.scope == "provider":
-                blocked_providers.add(c.provider)
-                note(Attempt(**base, outcome="denied", code=err.code, detail=err.detail))
+                if err.scope in ("region", "zone"):
+                    note(Attempt(**base, outcome=_outcome(err), code=err.code, detail=err.detail))
+                    continue
+                _fail(st, name, attempts)
+                raise
+            if launched is None:
                 continue
-            if err.scope in ("region", "zone"):
-                note(Attempt(**base, outcome=_outcome(err), code=err.code, detail=err.detail))
-                continue
-            _fail(st, name, attempts)
-            raise
-        if launched is None:
-            continue
-        # what the backend wants the user to know (an access it could not grant, egress it
-        # does not provide)
-        warnings += [n for n in getattr(p, "notes", []) if n not in warnings]
-        result = ProvisionResult(name=name, status="launched", provider=c.provider,
-                                 instance_type=c.instance_type, region=c.region,
-                                 zone=launched[0].zone, usd_per_hour=c.usd_per_hour,
-                                 instances=launched, nodes=c.nodes,
-                                 attempts=attempts, warnings=warnings,
-                                 preflight=checked, user_data=None)
-        if wait:
-            result = _wait(p, c, result, st, wait_timeout_s, say)
-        return result
-    _fail(st, name, attempts)
-    if stopped and stopped == sum(1 for a in attempts if a.outcome != "skipped"):
-        raise PreflightRefused(refusals)  # nothing reached the clouds' capacity: the user's fix
-    raise OperationError(
-        f"no candidate could be launched: {summarise(attempts)}",
-        hint="try other regions (--region), another instance (--instance), --spot, or ask the "
-        "provider for more quota; 'advisor status " + name + "' lists every attempt")
+            # what the backend wants the user to know (an access it could not grant, egress it
+            # does not provide)
+            warnings += [n for n in getattr(p, "notes", []) if n not in warnings]
+            result = ProvisionResult(name=name, status="launched", provider=c.provider,
+                                     instance_type=c.instance_type, region=c.region,
+                                     zone=launched[0].zone, usd_per_hour=c.usd_per_hour,
+                                     instances=launched, nodes=c.nodes,
+                                     attempts=attempts, warnings=warnings,
+                                     preflight=checked, user_data=None)
+            if wait:
+                result = _wait(p, c, result, st, wait_timeout_s, say)
+            return result
+        _fail(st, name, attempts)
+        if stopped and stopped == sum(1 for a in attempts if a.outcome != "skipped"):
+            raise PreflightRefused(refusals)  # nothing reached the clouds' capacity: the user's fix
+        raise OperationError(
+            f"no candidate could be launched: {summarise(attempts)}",
+            hint="try other regions (--region), another instance (--instance), --spot, or ask the "
+            "provider for more quota; 'advisor status " + name + "' lists every attempt")
+    except KeyboardInterrupt as exc:
+        # Ctrl-C after the intent: whatever a launch call made carries the deployment's tag;
+        # the state keeps the record (status "launching") and the user is told how to find it
+        with suppress(Exception):
+            st.event(name, "interrupted", "interrupted during the launch; an instance may run")
+        raise Interrupted(name) from exc
 
 
 def _preflight(p: Provider, c: Candidate, say: Callable[[str], None]

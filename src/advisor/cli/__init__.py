@@ -74,7 +74,15 @@ class _AdvisorGroup(TyperGroup):
             ctx.exit(2)
         except _CLICK_FLOW:
             raise
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            name = getattr(exc, "name", None)  # provisioning.Interrupted: a launch was under way
+            if isinstance(name, str):
+                from advisor.cli.output import error
+
+                error(f"interrupted while launching {name}: an instance may already run, "
+                      f"tagged advisor-deployment={name}",
+                      f"'advisor status {name} --reconcile' finds it, 'advisor down {name}' "
+                      "removes it")
             ctx.exit(130)
         except BrokenPipeError:  # stdout's reader left (| head): stop quietly, as cat does
             _stdout_gone()
