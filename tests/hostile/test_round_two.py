@@ -297,3 +297,37 @@ def test_a_damaged_event_is_skipped_with_a_word_not_a_stop(tmp_path, capsys, reg
     assert all(isinstance(r, str) and "\n" not in r and " " not in r for _, r in places)
     assert all(p in ("aws", "gcp", "azure") for p, _ in places)
     assert "no place advisor launches: skipped" in capsys.readouterr().err
+
+
+# -- two launchers, two state files: the cloud-side token ---------------------------------------
+def test_two_state_files_ask_aws_with_the_same_client_token(tmp_path):
+    """AWS makes one instance per ClientToken (a repeat with other parameters is refused with
+    IdempotentParameterMismatch). Two launches of one name from two state files — two attempt
+    ids — send the same token, so the second cannot make a second instance."""
+    bodies = []
+    for home in ("a", "b"):
+        from advisor.state import Store
+
+        res = advisor.provision("llama-3-8b", 8192, provider="aws", dry_run=True,
+                                name="twice", api_key_ref="aws-ssm:/advisor/key",
+                                hf_token_ref="aws-ssm:/advisor/hf",
+                                store=Store(tmp_path / home / "state.db"))
+        run = next(c for c in res.requests[0]["calls"] if c["call"] == "ec2.RunInstances")
+        bodies.append(run["body"])
+    tokens = [b.get("ClientToken") for b in bodies]
+    assert tokens[0] and tokens[0] == tokens[1]
+    # a token that names the state file or the attempt would let each launcher make its own
+    assert "state.db" not in tokens[0] and len(tokens[0]) <= 64
+
+
+def test_a_repeated_token_is_one_line_that_says_where_the_first_launch_is():
+    from botocore.exceptions import ClientError
+
+    from advisor.clouds.aws.compute import AwsProvider
+
+    exc = ClientError({"Error": {"Code": "IdempotentParameterMismatch",
+                                 "Message": "token used with other parameters"}},
+                      "RunInstances")
+    err = AwsProvider().classify(exc)
+    assert err.code == "IdempotentParameterMismatch" and err.scope == "fatal"
+    assert "advisor down NAME" in (err.hint or "")

@@ -124,6 +124,14 @@ class AwsProvider:
                 return CloudError("aws", code, msg, "provider",
                                   hint="check the AWS credentials and that they may call EC2, "
                                   "IAM and SSM")
+            if code == "IdempotentParameterMismatch":
+                # the launch's ClientToken (deployment, region, zone, type) was used by another
+                # launch of the same name: AWS made no second instance (two state files, two
+                # machines); the first one runs and carries the deployment's tag
+                return CloudError("aws", code, msg, "fatal",
+                                  hint="another launch of this deployment name already ran "
+                                  "here (another state file or machine?): 'advisor status "
+                                  "NAME --reconcile' finds it, 'advisor down NAME' removes it")
             return CloudError("aws", code, msg, "fatal")
         if isinstance(exc, NoCredentialsError):
             return CloudError("aws", "NoCredentials", str(exc), "provider",
