@@ -499,8 +499,11 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
     from advisor.core.sizing import weights_per_gpu
     from advisor.core.weights import kernel_for, load_gib, options, refusal
 
-    name, _ = model_config(q.model, catalog=cat)
-    opts = options(choice, spec, cat.models.get(name))
+    # the model catalog's entry matters only for fp8 (its published checkpoints): the default
+    # question does not read the config a second time
+    alias = (cat.models.get(model_config(q.model, catalog=cat)[0]) if choice != "none"
+             else None)
+    opts = options(choice, spec, alias)
     pool = only if only is not None else list(cat.instances.values())
     recs: list[Recommendation] = []
     rejected: list[Rejection] = []
@@ -516,7 +519,8 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
                                           reason=no, by="--quantization"))
             else:
                 ok.append(inst)
-        own_gib = sum(weights_per_gpu(spec, 1, 1, DTYPE_BYTES.get(spec.torch_dtype, 2))) / GIB
+        own_gib = (sum(weights_per_gpu(spec, 1, 1, DTYPE_BYTES.get(spec.torch_dtype, 2))) / GIB
+                   if w.source == "on-the-fly" else 0.0)  # only on-the-fly fp8 loads it whole
         r = req.model_copy(update={"load_weights_gib": load_gib(w, own_gib)})
         got, rej = rank(cat, s, r, cons, profile(q.vllm_version), instances=ok)
         tag = f"[{w.scheme}] " if len(opts) > 1 else ""
