@@ -233,7 +233,9 @@ def start_tree(tmp: Path, argv: list[str], tree: dict, env: dict[str, str] | Non
     proc = subprocess.Popen(cmd, env=full_env, start_new_session=True)
     end = time.monotonic() + timeout
     want = count(tree)
-    while len([p for p in ready.iterdir() if p.name.isdigit()]) < want:
+    # a marker counts once its id is written: it is created first and filled after, so a
+    # marker read in between gave an empty id (seen once under load: KeyError 'ray1')
+    while len([p for p in ready.iterdir() if p.name.isdigit() and p.read_text()]) < want:
         if proc.poll() is not None or time.monotonic() > end:
             t = Tree(proc, {})
             t.stop()
