@@ -231,19 +231,23 @@ def test_transferred_gpus_run_no_fused_allreduce():
 
 def test_measured_rows_stay_within_the_published_error():
     """A guard on benchmarks/perf/RESULTS.md's headline: the report split's stated-protocol
-    TPOT median (6.8% when published, issue 28; 7.5% before the fused all-reduce, 9.0% before
-    static-scale fp8) and the fit split's (5.8%) must not get worse unnoticed; the bounds are
-    the published figures plus a little slack."""
+    TPOT median (5.7% when published with the size and launch terms, issue 28; 6.8% before
+    them, 7.5% before the fused all-reduce, 9.0% before static-scale fp8), its TTFT median
+    (19.7%; 24.5% before) and the fit split's TPOT (7.0%: the launch term lengthens gpt-oss's
+    mixed steps on B200, 5.8% before) must not get worse unnoticed; the bounds are the
+    published figures plus a little slack."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / "run.py"
     mod_spec = importlib.util.spec_from_file_location("perf_run", path)
     assert mod_spec and mod_spec.loader
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
-    rows = [r for r in mod.evaluate() if r["metric"] == "tpot" and r["class"] == "stated"
-            and not r["queued"]]
+    every = [r for r in mod.evaluate() if r["class"] == "stated" and not r["queued"]]
+    rows = [r for r in every if r["metric"] == "tpot"]
     report = statistics.median(abs(r["err_pct"]) for r in rows if r["split"] == "report")
     fitted = statistics.median(abs(r["err_pct"]) for r in rows if r["split"] == "fit")
-    assert len(rows) > 600 and report < 7.5 and fitted < 6.5
+    ttft = statistics.median(abs(r["err_pct"]) for r in every
+                             if r["metric"] == "ttft" and r["split"] == "report")
+    assert len(rows) > 600 and report < 6.2 and fitted < 7.5 and ttft < 21.0
 
 
 def test_gpus_without_tables_say_whose_curves_they_took():

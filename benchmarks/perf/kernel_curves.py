@@ -94,6 +94,15 @@ MIB = 1 << 20
 DECODE_M_MAX = 16
 DECODE_GEMM_BINS_MIB = [2.0**i for i in range(-2, 11)]  # 0.25 MiB .. 1 GiB
 PREFILL_M_BINS = [512, 1024, 2048, 4096, 8192, 16384]
+#: per-GPU weight-matrix bins of the 2-D prefill GEMM curve (MiB, x4 steps): a tensor-parallel
+#: slice of a layer is a smaller matrix, and the tables show a smaller matrix runs further from
+#: peak at the same m (B200 fp8, m = 1024: 0.32-0.38 at a 70B layer's TP 1 shapes, 0.16-0.31 at
+#: TP 8's), which the m-only curve averages away
+PREFILL_WEIGHT_BINS_MIB = [4.0**i for i in range(-1, 6)]  # 0.25 MiB .. 1 GiB
+#: per-GPU bytes of one expert's three matrices (3 x hidden x inter / moe_tp), x4 steps: the
+#: MoE counterpart of PREFILL_WEIGHT_BINS_MIB (MiniMax-M2.5 nvfp4 on B200 at 1024 tokens:
+#: 0.07 of fp4 peak at moe_tp 1, 0.03 at moe_tp 8)
+MOE_EXPERT_BINS_MIB = [4.0**i for i in range(-3, 4)]  # 1/64 MiB .. 64 MiB
 LARGE_M = 4096
 PREFILL_MIN_NK = 1024
 ATTN_HISTORY_BINS = [256, 1024, 4096, 16384, 65536]
@@ -194,6 +203,17 @@ def _label(x: float) -> str:
     return f"{x:g}"
 
 
+def _grid(per_key: dict[tuple[Any, ...], list[float]], bin_of: Any) -> dict[str, dict[str, float]]:
+    """A 2-D curve: median per exact key, then per (row bin, column bin) cell; ``bin_of`` maps
+    a key to (row, column) or None. Empty cells are left out (the runtime interpolates each
+    row over the cells it has)."""
+    cells = _median_bins(per_key, bin_of)
+    out: dict[str, dict[str, float]] = {}
+    for (row, col) in sorted(cells):
+        out.setdefault(_label(row), {})[_label(col)] = _r(cells[(row, col)])
+    return out
+
+
 def _lower_edge(value: float, bins: list[int]) -> int | None:
     below = [x for x in bins if x <= value]
     return below[-1] if below else None
@@ -220,6 +240,26 @@ class Curve:
                 self.bin_above[bin_] += 1
             return
         self.per_key[key].append(eff)
+
+
+def _x4_bin(value: float, bins: list[float]) -> float | None:
+    """Lower edge of the x4 bin (``bins``: a power-of-4 ladder) that holds ``value``."""
+    if not bins[0] <= value < bins[-1] * 4:
+        return None
+    return bins[0] * 4.0 ** math.floor(math.log(value / bins[0], 4) + 1e-9)
+
+
+def _m_and_weight_bin(key: tuple[Any, ...]) -> tuple[int, float] | None:
+    """(m bin, per-GPU weight MiB bin) of a prefill GEMM key (m, n, k, weight MiB)."""
+    m_bin, w_bin = _lower_edge(key[0], PREFILL_M_BINS), _x4_bin(key[3], PREFILL_WEIGHT_BINS_MIB)
+    return None if m_bin is None or w_bin is None else (m_bin, w_bin)
+
+
+def _tpe_and_expert_bin(key: tuple[Any, ...]) -> tuple[float, float] | None:
+    """(tokens-per-expert bin, one expert's per-GPU MiB bin) of a prefill MoE key."""
+    t_bin = _log2_bin(key[0], MOE_TOKENS_PER_EXPERT_BINS)
+    e_bin = _x4_bin(key[-1], MOE_EXPERT_BINS_MIB)
+    return None if t_bin is None or e_bin is None else (t_bin, e_bin)
 
 
 class Builder:
@@ -325,7 +365,8 @@ class Builder:
                 peak = spec.get(PEAK_KEY[dt])
                 if peak and m >= PREFILL_M_BINS[0] and n >= PREFILL_MIN_NK and k >= PREFILL_MIN_NK:
                     eff = 2.0 * m * n * k / sec / float(peak)
-                    pc.add((m, n, k), _lower_edge(m, PREFILL_M_BINS), eff)
+                    pc.add((m, n, k, n * k * WEIGHT_BYTES[dt] / MIB),
+                           _lower_edge(m, PREFILL_M_BINS), eff)
             for dt in dcur:
                 dec[dt].append((version, path, dcur[dt]))
                 pre[dt].append((version, path, pcur[dt]))
@@ -347,7 +388,9 @@ class Builder:
 
             def large(c: Curve) -> dict[str, Any]:
                 v = _median_bins(c.per_key, lambda key: "large" if key[0] >= LARGE_M else None)
-                return {"efficiency_large_m": _r(v["large"])} if "large" in v else {}
+                out: dict[str, Any] = {"efficiency_large_m": _r(v["large"])} if "large" in v else {}
+                out["efficiency_by_m_and_weight_mib"] = _grid(c.per_key, _m_and_weight_bin)
+                return out
 
             got = self.pick(
                 "gemm_perf",
@@ -585,7 +628,7 @@ def _moe(builder: Builder, system: str, spec: dict[str, Any]) -> tuple[dict[str,
             if peak and m >= PREFILL_M_BINS[0]:
                 tpe = m * k / e
                 eff = 2.0 * m * k * per_expert / sec / float(peak)
-                pc.add((tpe, m, h, inter, k, e, tp),
+                pc.add((tpe, m, h, inter, k, e, tp, per_expert * MOE_WEIGHT_BYTES[dt] / MIB),
                        _log2_bin(tpe, MOE_TOKENS_PER_EXPERT_BINS), eff)
         for dt in dcur:
             dec[dt].append((version, path, dcur[dt]))
@@ -600,7 +643,9 @@ def _moe(builder: Builder, system: str, spec: dict[str, Any]) -> tuple[dict[str,
             decode[dt] = got
         got = builder.pick("moe_perf", "prefill_moe", dt, pre[dt],
                            lambda key: _log2_bin(key[0], MOE_TOKENS_PER_EXPERT_BINS),
-                           "efficiency_by_tokens_per_expert", _label, flops_bound=True)
+                           "efficiency_by_tokens_per_expert", _label, flops_bound=True,
+                           extra=lambda c: {"efficiency_by_tokens_per_expert_and_expert_mib":
+                                            _grid(c.per_key, _tpe_and_expert_bin)})
         if got:
             prefill[dt] = got
     return decode, prefill
@@ -654,7 +699,9 @@ def build(aic: Path) -> dict[str, Any]:
             "prefill_gemm": (
                 "2*m*n*k / latency / system dense peak for the dtype "
                 f"(fp8_block: fp8 peak, nvfp4: fp4 peak), n, k >= {PREFILL_MIN_NK}; "
-                f"by_m key = m bin lower edge; large_m pools m >= {LARGE_M}"
+                f"by_m key = m bin lower edge; large_m pools m >= {LARGE_M}; by_m_and_weight_mib: "
+                "rows = m bin lower edge, columns = per-GPU weight MiB (n*k*weight_bytes), x4 "
+                "bin lower edge"
             ),
             "decode_attention": (
                 "batch*(history+1)*kv_heads*head_dim*2*kv_bytes / latency / mem_bw, window 0, "
@@ -684,7 +731,9 @@ def build(aic: Path) -> dict[str, Any]:
             "prefill_moe": (
                 "fused MoE, balanced routing, EP 1, tokens >= 512: 2*tokens*topk*3*hidden*inter/"
                 "moe_tp / latency / the dtype's dense peak (weight-only: bf16); key = tokens per "
-                "expert (tokens*topk/E), log2 bin lower edge"
+                "expert (tokens*topk/E), log2 bin lower edge; by_tokens_per_expert_and_expert_mib:"
+                " rows = that key, columns = one expert's per-GPU weight MiB (3*hidden*inter/"
+                "moe_tp*weight_bytes), x4 bin lower edge"
             ),
             "fp8_activation_quant": (
                 "vLLM's fp8 activation quantization of an m x k bf16 input, median microseconds "

@@ -57,15 +57,31 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     # at TP 1, unrecorded 2025 release; the H100 0.11.2 rows are all queued servers) gave
     # 4.06 ms, absorbing a TP-1 kernel error that the same shape shows in band B (run.py
     # POOLED; adopted after the first report look, both figures in benchmarks/perf/README.md)
-    ("hopper", "A"): 0.00214,
-    # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.041
-    ("hopper", "B"): 0.00214,
-    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.069
-    ("blackwell", "A"): 0.00141,
+    ("hopper", "A"): 0.00205,
+    # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.050
+    ("hopper", "B"): 0.00205,
+    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.089
+    ("blackwell", "A"): 0.00147,
     # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
-    # at TP 1-8, vLLM 0.19.0 and nightly; 0.052
-    ("blackwell", "B"): 0.00181,
+    # at TP 1-8, vLLM 0.19.0 and nightly; 0.059
+    ("blackwell", "B"): 0.00159,
 }
+#: the most tokens a step may schedule and still replay a captured CUDA graph: vLLM's default
+#: capture list stops at min(2 x max_num_seqs, 512) tokens (vllm/config/vllm.py,
+#: set_cudagraph_sizes: "max_graph_size = min(max_num_seqs * 2, 512)"); a step above it (a
+#: prompt's chunk of more tokens) runs the compiled model without a graph, every kernel
+#: launched from the host
+CUDA_GRAPH_MAX_TOKENS = 512
+#: host time to launch one decoder layer's kernels in a step that runs without a CUDA graph.
+#: The GPU runs the kernels as the host launches them, so such a step takes the longer of its
+#: kernels and its launches. FITTED by ``python benchmarks/perf/run.py --fit-eager`` on the fit
+#: split's stated-protocol TTFT (92 row groups: MiniMax-M2.5 on B300 at TP 1-8; gpt-oss-120b's
+#: are left out, run.py EAGER_FIT_EXCLUDES), the per-step constants refitted at each candidate:
+#: median |log err| 0.297 at 0 ms, 0.201 at 0.80 ms (the minimum of 0-1.5 ms by 0.05 ms).
+#: Independent evidence: aiconfigurator adds 0.8 ms per layer to every vLLM prefill as "CPU-side
+#: dispatch overhead", calibrated on its own silicon corpus (aic-core sdk/backends/
+#: vllm_backend.py, _prefill_dispatch_overhead_ms, @095f58a5).
+EAGER_LAYER_S = 0.0008
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)
 STEP_CONSTANT_FAMILY: dict[str, str] = {"blackwell": "blackwell", "blackwell-ultra": "blackwell"}
@@ -246,6 +262,15 @@ def _cost(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, decode: float, context: flo
                                prefill_tokens, prompt_len, fuse).total
 
 
+def host_floor_s(spec: ModelSpec, fit: MemoryFit, tokens: float) -> float:
+    """The host's launch time of one step of ``tokens`` scheduled tokens: 0 for a step that
+    replays a CUDA graph (:data:`CUDA_GRAPH_MAX_TOKENS`), else the stage's layers x
+    :data:`EAGER_LAYER_S`."""
+    if tokens <= min(2 * max(1, fit.max_num_seqs), CUDA_GRAPH_MAX_TOKENS):
+        return 0.0
+    return spec.num_layers / max(1, fit.pp) * EAGER_LAYER_S
+
+
 def _kv_bytes(fit: MemoryFit) -> float:
     return 1.0 if fit.kv_cache_dtype.startswith("fp8") else DTYPE_BYTES.get(fit.dtype, 2.0)
 
@@ -266,7 +291,8 @@ def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
     const = (step_overhead_s(fit.vllm_version, gpu.architecture) if step_constant_s is None
              else step_constant_s)
     n, chunk = _chunks(fit, tokens, 0)
-    one = _cost(spec, gpu, fit, 0, 0.0, chunk, tokens, fusion(fit, gpu, server))
+    one = max(_cost(spec, gpu, fit, 0, 0.0, chunk, tokens, fusion(fit, gpu, server)),
+              host_floor_s(spec, fit, chunk))
     return n * (fit.pp * one + const + (fit.pp - 1) * hop_s + offload_s(fit, host_link_bytes_s))
 
 
@@ -316,7 +342,8 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
         step = _cost(spec, gpu, fit, c, ctx, fuse=fuse) + const + off
         # a prompt arriving while c - 1 others decode rides in their steps, chunk by chunk
         n, chunk = _chunks(fit, isl, c - 1)
-        mixed = _cost(spec, gpu, fit, c - 1, ctx, chunk, isl, fuse) + const + off
+        mixed = (max(_cost(spec, gpu, fit, c - 1, ctx, chunk, isl, fuse),
+                     host_floor_s(spec, fit, c - 1 + chunk)) + const + off)
         own = n * mixed
         # steady state: every osl steps each of the others is replaced by a new request, whose
         # n chunks make n of the steps mixed ones (TPOT is the mean step)
@@ -330,7 +357,9 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
         if workload.num_prompts and c > 1:
             # the first wave: all c prompts at once, in steps of the whole token budget
             budget = max(1, fit.max_num_batched_tokens)
-            full = _cost(spec, gpu, fit, 0, 0.0, min(budget, c * isl), isl, fuse) + const + off
+            first = min(budget, c * isl)
+            full = (max(_cost(spec, gpu, fit, 0, 0.0, first, isl, fuse),
+                        host_floor_s(spec, fit, first)) + const + off)
             wave = (math.ceil(c * isl / budget) + 1) / 2 * full
             share = min(1.0, c / workload.num_prompts)
             ttft = (1 - share) * ttft + share * wave

@@ -115,6 +115,35 @@ def _curve(table: dict[str, float]) -> Curve:
     return tuple(xs), tuple(v for _, v in keys)
 
 
+#: a 2-D curve: (log2 row-bin centres, one Curve per row over the columns it has)
+Curve2 = tuple[tuple[float, ...], tuple[Curve, ...]]
+
+
+def _curve2(table: dict[str, dict[str, float]]) -> Curve2 | None:
+    """kernel_curves.json's {row bin: {column bin: value}} as a :data:`Curve2`; None when
+    empty. Rows sit at their bins' log centres, as :func:`_curve` places 1-D bins."""
+    if not table:
+        return None
+    xs, _ = _curve({r: 0.0 for r in table})
+    rows = tuple(_curve(table[r]) for r in sorted(table, key=float))
+    return xs, rows
+
+
+def interp2(c: Curve2, x: float, y: float) -> float:
+    """Each row piecewise linear in log2(y) (flat beyond its ends), then rows piecewise linear
+    in log2(x) (flat beyond the ends)."""
+    xs, rows = c
+    lx = math.log2(max(x, 1e-30))
+    if lx <= xs[0]:
+        return interp(rows[0], y)
+    if lx >= xs[-1]:
+        return interp(rows[-1], y)
+    i = bisect.bisect_right(xs, lx)
+    t = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
+    lo, hi = interp(rows[i - 1], y), interp(rows[i], y)
+    return lo + t * (hi - lo)
+
+
 def interp(c: Curve, x: float) -> float:
     """Piecewise linear in log2(x), flat beyond the ends."""
     xs, ys = c
@@ -148,6 +177,11 @@ class Kernels:
     #: fused-MoE kernels by MoE table dtype (empty for GPUs whose source has no MoE table)
     decode_moe: dict[str, Curve] | None = None
     prefill_moe: dict[str, Curve] | None = None
+    #: prefill GEMM efficiency by (m, per-GPU weight MiB) and fused-MoE prefill efficiency by
+    #: (tokens per expert, one expert's per-GPU MiB), by dtype: the tables' size term
+    #: (kernel_curves.json efficiency_by_m_and_weight_mib, ..._and_expert_mib)
+    prefill_gemm2: dict[str, Curve2] | None = None
+    prefill_moe2: dict[str, Curve2] | None = None
     #: fp8 activation quantization, (log2 input MiB, log2 µs) by "compute_scale" /
     #: "static_quant" (kernel_curves.json fp8_activation_quant); empty where not measured
     fp8_quant: dict[str, Curve] | None = None
@@ -171,12 +205,30 @@ class Kernels:
             eff = max(eff, interp(self.decode_gemm["fp8"], nbytes / MIB))
         return eff
 
-    def pre_eff(self, dtype: str, m: float) -> float:
-        c = self.prefill_gemm.get(dtype) or self.prefill_gemm["bfloat16"]
-        eff = interp(c, m)
-        if dtype == "fp8_block" and "fp8" in self.prefill_gemm:
-            eff = max(eff, interp(self.prefill_gemm["fp8"], m))
+    def pre_eff(self, dtype: str, m: float, wbytes: float | None = None) -> float:
+        """Prefill GEMM efficiency at m tokens; with ``wbytes`` (the per-GPU weight matrix's
+        bytes) from the 2-D curve, which keeps the size term (a TP slice is a smaller, less
+        efficient matrix), else from the m-only curve."""
+        def one(d: str) -> float:
+            c2 = (self.prefill_gemm2 or {}).get(d)
+            if wbytes is not None and c2 is not None:
+                return interp2(c2, m, wbytes / MIB)
+            return interp(self.prefill_gemm[d], m)
+
+        d = dtype if dtype in self.prefill_gemm else "bfloat16"
+        eff = one(d)
+        if d == "fp8_block" and "fp8" in self.prefill_gemm:
+            eff = max(eff, one("fp8"))
         return eff
+
+    def moe_pre_eff(self, dtype: str, tokens_per_expert: float, expert_bytes: float) -> float:
+        """Fused-MoE prefill efficiency (of the dtype's dense peak) at ``tokens_per_expert``
+        for experts of ``expert_bytes`` per GPU each (all three matrices); the 1-D curve by
+        tokens per expert where the 2-D one is not measured."""
+        c2 = (self.prefill_moe2 or {}).get(dtype)
+        if c2 is not None:
+            return interp2(c2, tokens_per_expert, expert_bytes / MIB)
+        return interp((self.prefill_moe or {})[dtype], tokens_per_expert)
 
     def quant_s(self, name: str, nbytes: float) -> float:
         """One fp8 activation-quant overhead (``compute_scale`` or ``static_quant``) of a bf16
@@ -304,6 +356,8 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
            if k in dtypes_with_peak}
     pre = {k: _curve(v["efficiency_by_m"]) for k, v in src["prefill_gemm"].items()
            if k in dtypes_with_peak}
+    pre2 = {k: c for k, v in src["prefill_gemm"].items() if k in dtypes_with_peak
+            and (c := _curve2(v.get("efficiency_by_m_and_weight_mib") or {})) is not None}
     da = {k: _curve(v["efficiency_by_history"]) for k, v in src["decode_attention"].items()}
     ca = {k: _curve(v["efficiency_by_isl"]) for k, v in src["context_attention"].items()}
     # all-reduce: the GPU's own table when the link matches, else the nearest link's, scaled
@@ -329,6 +383,9 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
           for k, v in (src.get("decode_moe") or {}).items()}
     pm = {k: _curve(v["efficiency_by_tokens_per_expert"])
           for k, v in (src.get("prefill_moe") or {}).items()}
+    pm2 = {k: c for k, v in (src.get("prefill_moe") or {}).items()
+           if (c := _curve2(v.get("efficiency_by_tokens_per_expert_and_expert_mib") or {}))
+           is not None}
     fq = {}
     for name, key in (("compute_scale", "compute_scale_us_by_input_mib"),
                       ("static_quant", "static_quant_us_by_input_mib")):
@@ -341,7 +398,7 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
     return Kernels(gpu=gpu_id, source=source, bw=bw, peaks=peaks, decode_gemm=dec,
                    prefill_gemm=pre, decode_attention=da, context_attention=ca, allreduce=ar,
                    ar_source=ar_source, ar_scale=scale, decode_moe=dm, prefill_moe=pm,
-                   fp8_quant=fq, allreduce_fused=fused)
+                   fp8_quant=fq, allreduce_fused=fused, prefill_gemm2=pre2, prefill_moe2=pm2)
 
 
 # --- the model's layers -----------------------------------------------------------------------
@@ -416,7 +473,7 @@ def gemm_s(k: Kernels, dtype: str, wbytes_per: float, n: float, kk: float, m: fl
     """One GEMM of n x kk per-GPU weights over m tokens."""
     w = n * kk * wbytes_per
     mem = (w + m * (n + kk) * 2) / (k.bw * k.dec_eff(dtype, w))
-    cmp = 2 * m * n * kk / (k.peak(dtype) * k.pre_eff(dtype, m))
+    cmp = 2 * m * n * kk / (k.peak(dtype) * k.pre_eff(dtype, m, w))
     return max(mem, cmp)
 
 
@@ -584,7 +641,8 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
             mem = nbytes / (k.bw * interp(dmoe, nbytes / MIB))
             if pmoe is not None and m >= MOE_PREFILL_TOKENS:
                 cmp = flops / (k.peak(MOE_PEAK.get(dt.moe, "bfloat16"))
-                               * interp(pmoe, routed / s.experts))
+                               * k.moe_pre_eff(dt.moe, routed / s.experts,
+                                               3 * s.expert_inter * h * dt.expert_bytes))
             else:
                 cmp = flops / (k.peak(dt.experts) * k.pre_eff(dt.experts, routed / touched))
         else:
