@@ -212,11 +212,16 @@ def fit_constants() -> dict[str, float]:
 EAGER_FIT_EXCLUDES = frozenset({"gpt-oss"})
 
 
-def fit_eager(grid_ms: tuple[float, ...] = tuple(i / 20 for i in range(0, 31))) -> float:
-    """perf.EAGER_LAYER_S: the host launch time per layer of a step run without a CUDA graph,
-    minimising the median |log(pred/meas)| TTFT over the fit split's stated-protocol rows
-    (less EAGER_FIT_EXCLUDES), the per-step constants refitted at each candidate (0-1.5 ms
-    by 0.05 ms)."""
+#: the eager-launch fit's grid: host ms per layer, and the overlap exponent p of
+#: perf.with_host (inf = the longer of kernels and launches, 1 = their sum)
+EAGER_GRID_MS = tuple(i / 20 for i in range(1, 25))  # 0.05 .. 1.20 ms by 0.05
+EAGER_GRID_P = (1.0, 1.25, 1.5, 2.0, 3.0, math.inf)
+
+
+def eager_loss(ms: float, p: float) -> float:
+    """The eager-launch fit's loss at one grid point: the per-step constants refitted there,
+    then the median |log(pred/meas)| TTFT over the fit split's stated-protocol rows (less
+    EAGER_FIT_EXCLUDES)."""
     import contextlib
     import io
 
@@ -224,28 +229,35 @@ def fit_eager(grid_ms: tuple[float, ...] = tuple(i / 20 for i in range(0, 31))) 
 
     rows = [g for g in groups() if g["split"] == "fit" and g["class"] == "stated"
             and g.get("ttft_ms") and not queued(g) and g["family"] not in EAGER_FIT_EXCLUDES]
-    saved = (perf.EAGER_LAYER_S, dict(perf.STEP_CONSTANT_S))
-    best: tuple[float, float] | None = None
+    saved = (perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P, dict(perf.STEP_CONSTANT_S))
     try:
-        for ms in grid_ms:
-            perf.EAGER_LAYER_S = ms / 1000
-            with contextlib.redirect_stdout(io.StringIO()):
-                consts = fit_constants()
-            for cell, v in consts.items():
-                fam, band = cell.split("/")
-                perf.STEP_CONSTANT_S[(fam, band)] = v
-            loss = statistics.median(abs(math.log(predict(g)["ttft"] / g["ttft_ms"]))
-                                     for g in rows)
-            print(f"eager {ms:.2f} ms/layer: median |log err| TTFT {loss:.4f} over "
-                  f"{len(rows)} fit row groups")
-            if best is None or loss < best[0]:
-                best = (loss, ms / 1000)
+        perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P = ms / 1000, p
+        with contextlib.redirect_stdout(io.StringIO()):
+            consts = fit_constants()
+        for cell, v in consts.items():
+            fam, band = cell.split("/")
+            perf.STEP_CONSTANT_S[(fam, band)] = v
+        perf._step_constant.cache_clear()  # it caches the constants it read
+        return statistics.median(abs(math.log(predict(g)["ttft"] / g["ttft_ms"])) for g in rows)
     finally:
-        perf.EAGER_LAYER_S = saved[0]
+        perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P = saved[0], saved[1]
         perf.STEP_CONSTANT_S.clear()
-        perf.STEP_CONSTANT_S.update(saved[1])
+        perf.STEP_CONSTANT_S.update(saved[2])
+        perf._step_constant.cache_clear()
+
+
+def fit_eager(ps: tuple[float, ...] = EAGER_GRID_P) -> tuple[float, float]:
+    """(perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P): the grid point of the least eager_loss."""
+    best: tuple[float, float, float] | None = None
+    for p in ps:
+        for ms in EAGER_GRID_MS:
+            loss = eager_loss(ms, p)
+            print(f"p {p:g}, eager {ms:.2f} ms/layer: median |log err| TTFT {loss:.4f}",
+                  flush=True)
+            if best is None or loss < best[0]:
+                best = (loss, ms / 1000, p)
     assert best is not None
-    return best[1]
+    return best[1], best[2]
 
 
 # --- tables ----------------------------------------------------------------------------------
@@ -367,10 +379,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="rewrite RESULTS.md and the ttft/tpot sections of accuracy.json")
     parser.add_argument("--fit", action="store_true", help="refit the per-step constants")
     parser.add_argument("--fit-eager", action="store_true",
-                        help="refit EAGER_LAYER_S (then run --fit at the adopted value)")
+                        help="refit EAGER_LAYER_S and EAGER_OVERLAP_P (then run --fit at them)")
+    parser.add_argument("--eager-p", type=float, action="append",
+                        help="with --fit-eager: only this overlap exponent (repeatable)")
     args = parser.parse_args(argv)
     if args.fit_eager:
-        print(f"EAGER_LAYER_S = {fit_eager():.5f}")
+        ms, p = fit_eager(tuple(args.eager_p) if args.eager_p else EAGER_GRID_P)
+        print(f"EAGER_LAYER_S = {ms:.5f}, EAGER_OVERLAP_P = {p:g}")
         return 0
     if args.fit:
         print(json.dumps(fit_constants(), indent=1))
