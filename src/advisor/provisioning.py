@@ -712,8 +712,11 @@ def _launch_in_region(p: Provider, c: Candidate, st: Store, note: Callable[[Atte
             note(Attempt(**base, zone=zone, outcome="launched",
                          detail=", ".join(i.id for i in group)))
             return group
-    except BaseException:
+    except BaseException as exc:
         _cleanup(p, c, st, say)
+        if isinstance(exc, CloudError) and exc.hint and "NAME" in exc.hint:
+            # the classifier does not know the deployment: name it in the commands it gives
+            exc.hint = exc.hint.replace("NAME", c.spec.deployment)
         raise
     _cleanup(p, c, st, say)
     return None

@@ -124,10 +124,12 @@ class AwsProvider:
                 return CloudError("aws", code, msg, "provider",
                                   hint="check the AWS credentials and that they may call EC2, "
                                   "IAM and SSM")
-            if code == "IdempotentParameterMismatch":
+            if code in ("IdempotentParameterMismatch", "InvalidGroup.Duplicate"):
                 # the launch's ClientToken (deployment, region, zone, type) was used by another
                 # launch of the same name: AWS made no second instance (two state files, two
-                # machines); the first one runs and carries the deployment's tag
+                # machines); the first one runs and carries the deployment's tag. A duplicate
+                # security group is the same race one call earlier: the other launcher made the
+                # deployment's group between this one's look and its create
                 return CloudError("aws", code, msg, "fatal",
                                   hint="another launch of this deployment name already ran "
                                   "here (another state file or machine?): 'advisor status "
