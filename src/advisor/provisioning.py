@@ -50,6 +50,7 @@ from advisor.clouds.base import (
     Provider,
     Scope,
     alive,
+    bounded,
     check_cidr,
     check_name,
     default_name,
@@ -320,6 +321,7 @@ def _hold(st: Store, name: str, purpose: str) -> None:
 
 
 # -- provision --------------------------------------------------------------------------------
+@bounded("provision", lambda kw: float(kw.get("wait_timeout_s", 900)) if kw.get("wait") else 0.0)
 @_one_at_a_time
 def provision(model: str, ctx: int, *, provider: str | None = None,
               instance: str | None = None, regions: list[str] | None = None,
@@ -786,6 +788,7 @@ def _health(url: str, deadline: float, clock: Callable[[], float]) -> str:
 
 
 # -- status and down --------------------------------------------------------------------------
+@bounded("status")
 def status(name: str | None = None, *, reconcile: bool = False, store: Store | None = None,
            backends: ProviderSource = None,
            provider_options: Mapping[str, Mapping[str, str]] | None = None
@@ -949,6 +952,7 @@ def sold_regions(provider: str, types: list[str] | None = None,
     return sorted(out)
 
 
+@bounded("down")
 @_one_at_a_time
 def down(name: str, *, store: Store | None = None, backends: ProviderSource = None,
          provider_options: Mapping[str, Mapping[str, str]] | None = None,

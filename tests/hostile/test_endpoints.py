@@ -113,6 +113,20 @@ def test_a_stalled_endpoint_ends_the_command_within_its_bound(stalled, tmp_path,
 
 
 @pytest.mark.xdist_group("endpoints")
+def test_a_stalled_endpoint_ends_reconcile_within_its_bound(stalled, tmp_path):
+    """status --reconcile of a deployment the state file knows (a provision that failed on the
+    same stalled endpoint left its record), and the stall is said as such: not as missing
+    credentials, which the preflight used to report."""
+    _, first = _run(stalled, COMMANDS["provision"], tmp_path)
+    assert "AWS did not answer (ReadTimeoutError)" in first.stderr, first.stderr
+    assert "no usable AWS credentials" not in first.stderr
+    took, res = _run(stalled, ["status", "endpoint-test", "--reconcile"], tmp_path)
+    line = _classified(res)
+    assert "ReadTimeoutError" in line and "did not answer in time" in line
+    assert took < 60, took
+
+
+@pytest.mark.xdist_group("endpoints")
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_html_500_is_one_classified_line(html, tmp_path, command):
     _, res = _run(html, COMMANDS[command], tmp_path)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -51,8 +52,9 @@ def _form(body: bytes) -> dict[str, list[str]]:
 
 
 @contextlib.contextmanager
-def token_proxy(upstream: str) -> Iterator[tuple[str, TokenLog]]:
-    """(the proxy's URL, its log) while the block runs; ``upstream`` is moto's URL."""
+def token_proxy(upstream: str, delay_s: float = 0.0) -> Iterator[tuple[str, TokenLog]]:
+    """(the proxy's URL, its log) while the block runs; ``upstream`` is moto's URL;
+    ``delay_s``: every request is answered that much later (a slow but healthy endpoint)."""
     log = TokenLog()
     lock = threading.Lock()
     per_token: dict[str, threading.Lock] = {}
@@ -81,6 +83,8 @@ def token_proxy(upstream: str) -> Iterator[tuple[str, TokenLog]]:
             self.wfile.write(body)
 
         def _handle(self) -> None:
+            if delay_s:
+                time.sleep(delay_s)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             form = _form(body) if body else {}

@@ -21,9 +21,12 @@ calls malformed: stop, it will not get better elsewhere).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import ipaddress
 import re
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,7 +57,8 @@ CALL_ATTEMPTS = 3
 
 
 def read_timeout_s() -> float:
-    """READ_TIMEOUT_S, or the lower bound ADVISOR_CLOUD_READ_TIMEOUT_S asks for (0.1-30 s)."""
+    """READ_TIMEOUT_S, or the lower bound ADVISOR_CLOUD_READ_TIMEOUT_S asks for (0.1-30 s), and
+    never past the running command's deadline (:func:`command_deadline`)."""
     import os
 
     raw = os.environ.get("ADVISOR_CLOUD_READ_TIMEOUT_S", "")
@@ -62,7 +66,91 @@ def read_timeout_s() -> float:
         asked = float(raw) if raw else READ_TIMEOUT_S
     except ValueError:
         asked = READ_TIMEOUT_S
-    return min(READ_TIMEOUT_S, max(0.1, asked)) if asked == asked else READ_TIMEOUT_S
+    bound = min(READ_TIMEOUT_S, max(0.1, asked)) if asked == asked else READ_TIMEOUT_S
+    left = remaining_s()
+    return bound if left is None else min(bound, max(0.1, left))
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: each command's overall deadline for its cloud work, seconds (README, "Deadlines"): a call
+#: that would start later fails at once with DeadlineExceeded, so a command ends within its
+#: deadline plus the one call in flight (at most CALL_ATTEMPTS x (CONNECT_TIMEOUT_S +
+#: READ_TIMEOUT_S), its read bound cut to what is left). provision adds its --wait timeout.
+#: Sized well above what the calls take when the endpoints answer (provision of one instance
+#: against moto: ~5 s; against AWS, tens of seconds for the role and profile) and far below
+#: what a stalled endpoint cost before any bound (240 s for ONE region's reconcile).
+COMMAND_DEADLINE_S: dict[str, float] = {"provision": 600.0, "down": 300.0, "status": 120.0,
+                                        "refresh": 900.0}
+#: ADVISOR_DEADLINE_S replaces every command's deadline (1-86400 s; tests lower it)
+DEADLINE_RANGE_S = (1.0, 86400.0)
+
+_deadline: list[tuple[str, float, float]] = []  # (command, seconds, monotonic end), innermost last
+
+
+def deadline_s(command: str) -> float:
+    """The deadline of ``command``: ADVISOR_DEADLINE_S where set and in range, else its own."""
+    import os
+
+    raw = os.environ.get("ADVISOR_DEADLINE_S", "")
+    try:
+        asked = float(raw)
+    except ValueError:
+        asked = float("nan")
+    lo, hi = DEADLINE_RANGE_S
+    return asked if lo <= asked <= hi else COMMAND_DEADLINE_S[command]
+
+
+@contextlib.contextmanager
+def command_deadline(command: str, extra_s: float = 0.0) -> Iterator[None]:
+    """Run the block under ``command``'s deadline (plus ``extra_s``). Nested: the inner one
+    never outlives the outer (down called by provision's cleanup keeps provision's end)."""
+    import time
+
+    total = deadline_s(command) + max(0.0, extra_s)
+    end = time.monotonic() + total
+    if _deadline:
+        end = min(end, _deadline[-1][2])
+    _deadline.append((command, total, end))
+    try:
+        yield
+    finally:
+        _deadline.pop()
+
+
+def remaining_s() -> float | None:
+    """Seconds left to the running command's deadline; None outside any."""
+    import time
+
+    return None if not _deadline else _deadline[-1][2] - time.monotonic()
+
+
+def check_deadline(provider: str) -> None:
+    """Raise DeadlineExceeded (one classified line) when the running command is past its
+    deadline; called before every cloud call."""
+    left = remaining_s()
+    if left is None or left > 0:
+        return
+    command, total, _ = _deadline[-1]
+    raise CloudError(provider, "DeadlineExceeded",
+                     f"{command} ran past its {total:.0f} s deadline (the cloud answered too "
+                     "slowly)", "fatal",
+                     hint="what was made is in the state file: 'advisor status --reconcile' "
+                     "finds it, 'advisor down NAME' removes it; ADVISOR_DEADLINE_S sets "
+                     "another deadline")
+
+
+def bounded(command: str, extra: Callable[[dict[str, Any]], float] | None = None
+            ) -> Callable[[F], F]:
+    """Decorate an SDK entry point so it runs under ``command``'s deadline; ``extra`` maps
+    its keyword arguments to seconds added (provision's --wait timeout)."""
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            with command_deadline(command, extra(kwargs) if extra else 0.0):
+                return fn(*args, **kwargs)
+        return cast(F, inner)
+    return deco
 
 
 def default_name(model: str, instance: str) -> str:

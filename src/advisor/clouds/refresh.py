@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.loader import bundled_dir
+from advisor.clouds.base import bounded
 from advisor.errors import CatalogError, UserInputError
 
 #: fields an API states; everything else of an entry is curated
@@ -283,6 +284,7 @@ def learned_gpu_map(doc: dict[str, Any], facts: list[ApiFacts]) -> dict[str, str
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
+@bounded("refresh")
 def refresh(provider: str, backend: Any, *, regions: list[str] | None = None,
             out: Path | None = None, dry_run: bool = False,
             today: dt.date | None = None) -> Report:

@@ -92,7 +92,12 @@ class AwsProvider:
             cfg = Config(retries={"mode": "standard", "max_attempts": CALL_ATTEMPTS},
                          connect_timeout=CONNECT_TIMEOUT_S, read_timeout=read_timeout_s(),
                          user_agent_extra=f"advisor/{__version__}")
-            self._clients[key] = self._session.client(service, region_name=region, config=cfg)
+            client = self._session.client(service, region_name=region, config=cfg)
+            # the command's overall deadline, checked before every call of this client
+            from advisor.clouds.base import check_deadline
+
+            client.meta.events.register("before-call", lambda **_: check_deadline("aws"))
+            self._clients[key] = client
         return self._clients[key]
 
     def _call(self, client: Any, op: str, **kw: Any) -> Any:
@@ -105,8 +110,10 @@ class AwsProvider:
         from botocore.exceptions import (
             BotoCoreError,
             ClientError,
+            ConnectTimeoutError,
             EndpointConnectionError,
             NoCredentialsError,
+            ReadTimeoutError,
         )
 
         if isinstance(exc, ClientError):
@@ -142,6 +149,14 @@ class AwsProvider:
         if isinstance(exc, EndpointConnectionError):
             return CloudError("aws", "EndpointConnectionError", str(exc), "region",
                               kind="error")
+        if isinstance(exc, ReadTimeoutError | ConnectTimeoutError):
+            # the endpoint took the connection and did not answer in time: it blocks every
+            # call (scope provider), but it is not the credentials' fault (a stalled endpoint
+            # was read as "no usable AWS credentials")
+            return CloudError("aws", type(exc).__name__, str(exc), "provider", kind="error",
+                              hint="the AWS endpoint did not answer in time: check the "
+                              "network (proxy, firewall, AWS_ENDPOINT_URL) or the AWS Health "
+                              "Dashboard for the region")
         if isinstance(exc, BotoCoreError):
             return CloudError("aws", type(exc).__name__, str(exc), "provider")
         return exc

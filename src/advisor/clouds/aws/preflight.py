@@ -102,6 +102,10 @@ def _credentials(p: AwsProvider, spec: LaunchSpec) -> tuple[PreflightCheck, str 
     try:
         who = p._call(p._client("sts", spec.region), "get_caller_identity")
     except CloudError as exc:
+        if exc.code in ("ReadTimeoutError", "ConnectTimeoutError"):
+            return PreflightCheck(name="credentials", ok=False,
+                                  detail=f"AWS did not answer ({exc.code}): {_short(exc)}",
+                                  fix=exc.hint), None
         if exc.scope == "provider":
             return PreflightCheck(name="credentials", ok=False,
                                   detail=f"no usable AWS credentials ({exc.code}): "

@@ -119,12 +119,19 @@ class AzureProvider:
                 from azure.identity import DefaultAzureCredential
 
                 self._credential = DefaultAzureCredential()
-            from advisor.clouds.base import CALL_ATTEMPTS, CONNECT_TIMEOUT_S, read_timeout_s
+            from advisor.clouds.base import (
+                CALL_ATTEMPTS,
+                CONNECT_TIMEOUT_S,
+                check_deadline,
+                read_timeout_s,
+            )
 
             kw: dict[str, Any] = {"transport": self._transport} if self._transport else {}
             # azure-core's defaults: 300 s to connect, 300 s to read, 3 retries
             kw.update(connection_timeout=CONNECT_TIMEOUT_S, read_timeout=read_timeout_s(),
-                      retry_total=CALL_ATTEMPTS - 1)
+                      retry_total=CALL_ATTEMPTS - 1,
+                      # the command's overall deadline, checked before every request
+                      raw_request_hook=lambda _request: check_deadline("azure"))
             cls = {"compute": compute, "network": network, "resource": resource}[kind]
             self._clients[kind] = cls(self._credential, self.subscription, **kw)
         return self._clients[kind]

@@ -22,8 +22,11 @@ def _retail_prices(url: str, size: str, region: str) -> tuple[float | None, floa
     nxt: str | None = url + "?" + urllib.parse.urlencode({"$filter": flt})
     on_demand = spot = None
     pages = 0
+    from advisor.clouds.base import check_deadline, read_timeout_s
+
     while nxt and pages < 20:
-        with urllib.request.urlopen(nxt, timeout=30) as r:  # noqa: S310 (https by default)
+        check_deadline("azure")
+        with urllib.request.urlopen(nxt, timeout=read_timeout_s()) as r:  # noqa: S310
             doc = _json.loads(r.read())
         pages += 1
         for item in doc.get("Items", []):

@@ -156,6 +156,9 @@ class GcpProvider:
 
     def _rest(self, method: str, url: str, body: dict[str, Any] | None = None,
               params: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+        from advisor.clouds.base import check_deadline
+
+        check_deadline("gcp")
         try:
             from advisor.clouds.base import CONNECT_TIMEOUT_S, read_timeout_s
 
@@ -229,6 +232,12 @@ class GcpProvider:
         return CloudError("gcp", code, msg, "fatal")
 
     def _do(self, fn: Callable[..., Any], **kw: Any) -> Any:
+        """One google-cloud-compute call: the command's deadline first, then bounded like
+        every cloud call (google-api-core's own default lets one call run for minutes)."""
+        from advisor.clouds.base import CONNECT_TIMEOUT_S, check_deadline, read_timeout_s
+
+        check_deadline("gcp")
+        kw.setdefault("timeout", CONNECT_TIMEOUT_S + read_timeout_s())
         try:
             return fn(**kw)
         except Exception as exc:

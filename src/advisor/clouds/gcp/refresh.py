@@ -82,7 +82,11 @@ def _billing_skus(self: GcpProvider) -> list[dict[str, Any]]:
         params = {"currencyCode": "USD", "pageSize": "5000"}
         if token:
             params["pageToken"] = token
-        r = session.get(f"{base}/v1/{BILLING_SERVICE}/skus", params=params, timeout=60)
+        from advisor.clouds.base import CONNECT_TIMEOUT_S, check_deadline, read_timeout_s
+
+        check_deadline("gcp")
+        r = session.get(f"{base}/v1/{BILLING_SERVICE}/skus", params=params,
+                        timeout=(CONNECT_TIMEOUT_S, read_timeout_s()))
         if r.status_code != 200:
             raise CloudError("gcp", f"HTTP{r.status_code}", r.text[:200], "region", kind="error")
         doc = r.json()
