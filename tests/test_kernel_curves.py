@@ -251,6 +251,7 @@ def test_runtime_modules_do_not_import_parquet_readers():
     reason=f"needs the aiconfigurator extract at {AIC} and the calibration venv {KC_PYTHON} "
     "(pyarrow); see benchmarks/perf/KERNELS.md",
 )
+@pytest.mark.slow  # regenerates the curves from 7 GPUs' parquet tables (8 s here)
 def test_shipped_curves_are_not_stale():
     r = subprocess.run(
         [str(KC_PYTHON), str(SCRIPT), "--aic", str(AIC), "--out", str(SHIPPED), "--check"],

@@ -86,6 +86,7 @@ def _sizes() -> list[tuple[int, str, str, str, str]]:
     return out
 
 
+@pytest.mark.slow  # a sweep: every catalog instance rendered (13 s here)
 def test_every_catalog_instance_fits_its_clouds_limit():
     sizes = _sizes()
     assert {c for _, c, *_ in sizes} == set(CLOUDS)
