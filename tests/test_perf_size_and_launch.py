@@ -5,7 +5,7 @@
   (kernel_curves.json efficiency_by_m_and_weight_mib, ..._and_expert_mib);
 - the host term: a step that schedules more tokens than vLLM captures CUDA graphs for runs
   every kernel launched from the host, and its layers' host time adds to its kernels'
-  (perf.host_floor_s, perf.with_host; EAGER_LAYER_S and EAGER_OVERLAP_P fitted on the fit
+  (perf.host_s, perf.with_host; EAGER_LAYER_S and EAGER_OVERLAP_P fitted on the fit
   split's TTFT).
 """
 
@@ -124,8 +124,8 @@ def test_a_step_above_the_graph_sizes_pays_its_layers_host_time():
     f = _fit(BIG, "B200", 8)
     layers = BIG.num_layers
     cap = min(2 * f.max_num_seqs, perf.CUDA_GRAPH_MAX_TOKENS)
-    assert perf.host_floor_s(BIG, f, cap) == 0.0
-    assert perf.host_floor_s(BIG, f, cap + 1) == pytest.approx(layers * perf.EAGER_LAYER_S)
+    assert perf.host_s(BIG, f, cap) == 0.0
+    assert perf.host_s(BIG, f, cap + 1) == pytest.approx(layers * perf.EAGER_LAYER_S)
     # a whole 1k prompt on 8 B200s: its kernels plus its layers' host time, plus the step
     # constant (one chunk: 1024 tokens fit max_num_batched_tokens)
     g = CAT.gpus["B200"]

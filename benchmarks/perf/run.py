@@ -237,13 +237,11 @@ def eager_loss(ms: float, p: float) -> float:
         for cell, v in consts.items():
             fam, band = cell.split("/")
             perf.STEP_CONSTANT_S[(fam, band)] = v
-        perf._step_constant.cache_clear()  # it caches the constants it read
         return statistics.median(abs(math.log(predict(g)["ttft"] / g["ttft_ms"])) for g in rows)
     finally:
         perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P = saved[0], saved[1]
         perf.STEP_CONSTANT_S.clear()
         perf.STEP_CONSTANT_S.update(saved[2])
-        perf._step_constant.cache_clear()
 
 
 def fit_eager(ps: tuple[float, ...] = EAGER_GRID_P) -> tuple[float, float]:

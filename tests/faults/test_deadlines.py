@@ -58,7 +58,36 @@ def test_past_the_deadline_every_call_fails_at_once_and_nesting_keeps_the_outer_
         assert err.code == "DeadlineExceeded" and err.scope == "fatal"
         assert "down ran past its 1 s deadline" in str(err)
         assert "ADVISOR_DEADLINE_S" in (err.hint or "")
-    assert remaining_s() is None and not base._deadline
+    assert remaining_s() is None and base._deadline.get() is None
+
+
+def test_each_thread_runs_under_its_own_deadline(monkeypatch):
+    """Two threads of one capacity script: one inside a command past its deadline, the other
+    inside none; the second is not stopped by the first's deadline."""
+    import threading
+
+    monkeypatch.setenv("ADVISOR_DEADLINE_S", "1")
+    inside, outside = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def late() -> None:
+        with command_deadline("down"):
+            inside.set()
+            seen["late"] = remaining_s()
+            outside.wait(10)
+
+    def free() -> None:
+        inside.wait(10)
+        seen["free"] = remaining_s()
+        check_deadline("aws")  # no deadline here: no error
+        outside.set()
+
+    threads = [threading.Thread(target=late), threading.Thread(target=free)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert isinstance(seen["late"], float) and seen["free"] is None
 
 
 def test_provision_waits_inside_its_deadline(monkeypatch):

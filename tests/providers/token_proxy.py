@@ -25,10 +25,6 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-#: form fields that differ between two identical requests (none of EC2's query parameters is
-#: signed into the body; the Version is fixed by botocore), left out of the comparison
-_VOLATILE = frozenset()
-
 MISMATCH = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
             b"<Code>IdempotentParameterMismatch</Code><Message>The client token you have "
             b"provided is associated with a request that specified different parameters"
@@ -99,7 +95,7 @@ def token_proxy(upstream: str, delay_s: float = 0.0) -> Iterator[tuple[str, Toke
             with lock:
                 mine = per_token.setdefault(token, threading.Lock())
             with mine:  # a repeat waits for the first call of its token
-                params = {k: v for k, v in form.items() if k not in _VOLATILE}
+                params = form  # every form field (none is signed into the body)
                 if token in done:
                     first, status, payload, ctype = done[token]
                     if first != params:

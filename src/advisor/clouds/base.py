@@ -22,6 +22,7 @@ calls malformed: stop, it will not get better elsewhere).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import ipaddress
 import re
@@ -85,7 +86,10 @@ COMMAND_DEADLINE_S: dict[str, float] = {"provision": 600.0, "down": 300.0, "stat
 #: ADVISOR_DEADLINE_S replaces every command's deadline (1-86400 s; tests lower it)
 DEADLINE_RANGE_S = (1.0, 86400.0)
 
-_deadline: list[tuple[str, float, float]] = []  # (command, seconds, monotonic end), innermost last
+#: the running command's (command, seconds, monotonic end), per thread and task: two threads of
+#: one capacity script each run their own command under their own deadline
+_deadline: contextvars.ContextVar[tuple[str, float, float] | None] = contextvars.ContextVar(
+    "advisor_deadline", default=None)
 
 
 def deadline_s(command: str) -> float:
@@ -109,29 +113,32 @@ def command_deadline(command: str, extra_s: float = 0.0) -> Iterator[None]:
 
     total = deadline_s(command) + max(0.0, extra_s)
     end = time.monotonic() + total
-    if _deadline:
-        end = min(end, _deadline[-1][2])
-    _deadline.append((command, total, end))
+    outer = _deadline.get()
+    if outer is not None:
+        end = min(end, outer[2])
+    token = _deadline.set((command, total, end))
     try:
         yield
     finally:
-        _deadline.pop()
+        _deadline.reset(token)
 
 
 def remaining_s() -> float | None:
     """Seconds left to the running command's deadline; None outside any."""
     import time
 
-    return None if not _deadline else _deadline[-1][2] - time.monotonic()
+    now = _deadline.get()
+    return None if now is None else now[2] - time.monotonic()
 
 
 def check_deadline(provider: str) -> None:
     """Raise DeadlineExceeded (one classified line) when the running command is past its
     deadline; called before every cloud call."""
+    now = _deadline.get()
     left = remaining_s()
-    if left is None or left > 0:
+    if now is None or left is None or left > 0:
         return
-    command, total, _ = _deadline[-1]
+    command, total, _ = now
     raise CloudError(provider, "DeadlineExceeded",
                      f"{command} ran past its {total:.0f} s deadline (the cloud answered too "
                      "slowly)", "fatal",

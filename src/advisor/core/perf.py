@@ -104,7 +104,6 @@ def constant_cell(vllm_version: str, architecture: str | None) -> tuple[str, str
             release_band(vllm_version))
 
 
-@functools.lru_cache(maxsize=256)
 def _step_constant(vllm_version: str, architecture: str | None) -> tuple[float, str]:
     fam, band = constant_cell(vllm_version, architecture)
     return STEP_CONSTANT_S[(fam, band)], f"{fam}/{band}"
@@ -265,7 +264,7 @@ def _cost(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, decode: float, context: flo
                                prefill_tokens, prompt_len, fuse).total
 
 
-def host_floor_s(spec: ModelSpec, fit: MemoryFit, tokens: float) -> float:
+def host_s(spec: ModelSpec, fit: MemoryFit, tokens: float) -> float:
     """The host's time in one step of ``tokens`` scheduled tokens: 0 for a step that replays a
     CUDA graph (:data:`CUDA_GRAPH_MAX_TOKENS`), else the stage's layers x
     :data:`EAGER_LAYER_S` (combined with the kernels' time by :func:`with_host`)."""
@@ -311,7 +310,7 @@ def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
              else step_constant_s)
     n, chunk = _chunks(fit, tokens, 0)
     one = with_host(_cost(spec, gpu, fit, 0, 0.0, chunk, tokens, fusion(fit, gpu, server)),
-                    host_floor_s(spec, fit, chunk))
+                    host_s(spec, fit, chunk))
     return n * (fit.pp * one + const + (fit.pp - 1) * hop_s + offload_s(fit, host_link_bytes_s))
 
 
@@ -362,7 +361,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
         # a prompt arriving while c - 1 others decode rides in their steps, chunk by chunk
         n, chunk = _chunks(fit, isl, c - 1)
         mixed = (with_host(_cost(spec, gpu, fit, c - 1, ctx, chunk, isl, fuse),
-                           host_floor_s(spec, fit, c - 1 + chunk)) + const + off)
+                           host_s(spec, fit, c - 1 + chunk)) + const + off)
         own = n * mixed
         # steady state: every osl steps each of the others is replaced by a new request, whose
         # n chunks make n of the steps mixed ones (TPOT is the mean step)
@@ -378,7 +377,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
             budget = max(1, fit.max_num_batched_tokens)
             first = min(budget, c * isl)
             full = (with_host(_cost(spec, gpu, fit, 0, 0.0, first, isl, fuse),
-                              host_floor_s(spec, fit, first)) + const + off)
+                              host_s(spec, fit, first)) + const + off)
             wave = (math.ceil(c * isl / budget) + 1) / 2 * full
             share = min(1.0, c / workload.num_prompts)
             ttft = (1 - share) * ttft + share * wave

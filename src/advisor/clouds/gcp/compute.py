@@ -244,8 +244,13 @@ class GcpProvider:
             raise self.classify(exc) from exc
 
     def _wait(self, op: Any) -> None:
+        from advisor.clouds.base import check_deadline, remaining_s
+
+        check_deadline("gcp")  # the operation's polls are not _do calls: bounded here
+        left = remaining_s()
         try:
-            op.result(timeout=self.timeout_s)
+            op.result(timeout=self.timeout_s if left is None else min(self.timeout_s,
+                                                                     max(1.0, left)))
         except Exception as exc:
             raise self.classify(exc) from exc
 
