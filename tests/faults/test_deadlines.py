@@ -32,9 +32,15 @@ def test_the_deadlines_are_the_stated_ones(monkeypatch):
     assert deadline_s("down") == 300.0
     monkeypatch.setenv("ADVISOR_DEADLINE_S", "7")
     assert deadline_s("down") == 7.0 and deadline_s("provision") == 7.0
-    for bad in ("0", "-3", "1e9", "nan", "soon", ""):
+    monkeypatch.setenv("ADVISOR_DEADLINE_S", "")
+    assert deadline_s("status") == 120.0  # empty: unset
+    from advisor.errors import UserInputError
+
+    for bad in ("0", "-3", "1e9", "nan", "inf", "soon"):
         monkeypatch.setenv("ADVISOR_DEADLINE_S", bad)
-        assert deadline_s("status") == 120.0, bad
+        with pytest.raises(UserInputError) as exc:
+            deadline_s("status")
+        assert exc.value.exit_code == 2 and "1-86400" in exc.value.message, bad
 
 
 def test_past_the_deadline_every_call_fails_at_once_and_nesting_keeps_the_outer_end(
@@ -108,6 +114,14 @@ def test_provision_waits_inside_its_deadline(monkeypatch):
     # and the shipped entry points carry their deadlines
     assert provisioning.provision.__wrapped__ and provisioning.down.__wrapped__
     assert provisioning.status.__wrapped__
+
+
+def test_a_bad_deadline_is_one_line_and_exit_2(aws, tmp_path: Path):
+    for bad in ("abc", "0", "1e9"):
+        r = cli({**aws, "ADVISOR_DEADLINE_S": bad, "ADVISOR_HOME": str(tmp_path)},
+                "down", "some-name", "--provider", "aws", "--yes")
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "ADVISOR_DEADLINE_S" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.slow

@@ -93,16 +93,25 @@ _deadline: contextvars.ContextVar[tuple[str, float, float] | None] = contextvars
 
 
 def deadline_s(command: str) -> float:
-    """The deadline of ``command``: ADVISOR_DEADLINE_S where set and in range, else its own."""
+    """The deadline of ``command``: ADVISOR_DEADLINE_S where set, else its own. A value that
+    is not a number of seconds in :data:`DEADLINE_RANGE_S` is refused (one line, exit 2), not
+    quietly replaced."""
     import os
 
-    raw = os.environ.get("ADVISOR_DEADLINE_S", "")
+    raw = os.environ.get("ADVISOR_DEADLINE_S", "").strip()
+    if not raw:
+        return COMMAND_DEADLINE_S[command]
     try:
         asked = float(raw)
     except ValueError:
         asked = float("nan")
     lo, hi = DEADLINE_RANGE_S
-    return asked if lo <= asked <= hi else COMMAND_DEADLINE_S[command]
+    if not lo <= asked <= hi:  # nan fails both
+        raise UserInputError(f"ADVISOR_DEADLINE_S={raw[:40]!r} is not a number of seconds "
+                             f"in {lo:g}-{hi:g}",
+                             hint=f"unset it for the command's own deadline ({command}: "
+                             f"{COMMAND_DEADLINE_S[command]:g} s)")
+    return asked
 
 
 @contextlib.contextmanager
