@@ -3,7 +3,8 @@
     python benchmarks/perf/run.py            # print the tables
     python benchmarks/perf/run.py --write    # rewrite RESULTS.md and accuracy.json's ttft/tpot
     python benchmarks/perf/run.py --fit      # refit the per-step constants on the fit split
-    python benchmarks/perf/run.py --fit-eager  # refit the host launch time per eager layer
+    python benchmarks/perf/run.py --fit-host  # refit the host-side terms (eager layers,
+                                              # front end)
 
 Reads ``silicon_rows.json`` (written by ``silicon.py`` from silicon_sample.csv; see README.md
 for the split, which was fixed before any error was looked at) and the models' configs in
@@ -212,50 +213,65 @@ def fit_constants() -> dict[str, float]:
 EAGER_FIT_EXCLUDES = frozenset({"gpt-oss"})
 
 
-#: the eager-launch fit's grid: host ms per layer, and the overlap exponent p of
-#: perf.with_host (inf = the longer of kernels and launches, 1 = their sum)
-EAGER_GRID_MS = tuple(i / 20 for i in range(1, 25))  # 0.05 .. 1.20 ms by 0.05
-EAGER_GRID_P = (1.0, 1.25, 1.5, 2.0, 3.0, math.inf)
+#: the host-side fit's grid (``--fit-host``): host ms per layer of a graphless step
+#: (perf.EAGER_LAYER_S), the front end's ms per request (perf.FRONTEND_S) and its us per prompt
+#: token (perf.FRONTEND_PER_TOKEN_S). perf.EAGER_OVERLAP_P stays at 1: the first eager fit's
+#: choice over p in {1, 1.25, 1.5, 2, 3, inf}; at the small eager times this grid holds, p = inf
+#: leaves every step as it is (README.md, item 7)
+HOST_GRID_EAGER_MS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)
+HOST_GRID_FRONTEND_MS = (0.0, 10.0, 20.0, 30.0, 40.0)
+HOST_GRID_TOKEN_US = (0.0, 2.0, 4.0, 6.0, 8.0)
 
 
-def eager_loss(ms: float, p: float) -> float:
-    """The eager-launch fit's loss at one grid point: the per-step constants refitted there,
-    then the median |log(pred/meas)| TTFT over the fit split's stated-protocol rows (less
-    EAGER_FIT_EXCLUDES)."""
+def host_loss(eager_ms: float, frontend_ms: float, token_us: float) -> tuple[float, float]:
+    """The host-side fit's loss at one grid point: the per-step constants refitted there, then
+    (TPOT, TTFT) median |log(pred/meas)| over the fit split's stated-protocol rows; TTFT less
+    EAGER_FIT_EXCLUDES. The fit minimises their sum: the eager term lengthens the mixed steps
+    that TPOT averages as well as the prefills TTFT waits for, so it is fitted on both."""
     import contextlib
     import io
 
     from advisor.core import perf
 
     rows = [g for g in groups() if g["split"] == "fit" and g["class"] == "stated"
-            and g.get("ttft_ms") and not queued(g) and g["family"] not in EAGER_FIT_EXCLUDES]
-    saved = (perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P, dict(perf.STEP_CONSTANT_S))
+            and not queued(g)]
+    saved = (perf.EAGER_LAYER_S, perf.FRONTEND_S, perf.FRONTEND_PER_TOKEN_S,
+             dict(perf.STEP_CONSTANT_S))
     try:
-        perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P = ms / 1000, p
+        perf.EAGER_LAYER_S = eager_ms / 1000
+        perf.FRONTEND_S, perf.FRONTEND_PER_TOKEN_S = frontend_ms / 1000, token_us / 1e6
         with contextlib.redirect_stdout(io.StringIO()):
             consts = fit_constants()
         for cell, v in consts.items():
             fam, band = cell.split("/")
             perf.STEP_CONSTANT_S[(fam, band)] = v
-        return statistics.median(abs(math.log(predict(g)["ttft"] / g["ttft_ms"])) for g in rows)
+        tpot = statistics.median(abs(math.log(predict(g)["tpot"] / g["tpot_ms"]))
+                                 for g in rows if g.get("tpot_ms"))
+        ttft = statistics.median(abs(math.log(predict(g)["ttft"] / g["ttft_ms"]))
+                                 for g in rows if g.get("ttft_ms")
+                                 and g["family"] not in EAGER_FIT_EXCLUDES)
+        return tpot, ttft
     finally:
-        perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P = saved[0], saved[1]
+        perf.EAGER_LAYER_S, perf.FRONTEND_S, perf.FRONTEND_PER_TOKEN_S = saved[:3]
         perf.STEP_CONSTANT_S.clear()
-        perf.STEP_CONSTANT_S.update(saved[2])
+        perf.STEP_CONSTANT_S.update(saved[3])
 
 
-def fit_eager(ps: tuple[float, ...] = EAGER_GRID_P) -> tuple[float, float]:
-    """(perf.EAGER_LAYER_S, perf.EAGER_OVERLAP_P): the grid point of the least eager_loss."""
-    best: tuple[float, float, float] | None = None
-    for p in ps:
-        for ms in EAGER_GRID_MS:
-            loss = eager_loss(ms, p)
-            print(f"p {p:g}, eager {ms:.2f} ms/layer: median |log err| TTFT {loss:.4f}",
-                  flush=True)
-            if best is None or loss < best[0]:
-                best = (loss, ms / 1000, p)
+def fit_host() -> tuple[float, float, float]:
+    """(EAGER_LAYER_S, FRONTEND_S, FRONTEND_PER_TOKEN_S) in seconds: the grid point of the least
+    TPOT + TTFT loss (:func:`host_loss`); ties go to the first in grid order (smaller terms)."""
+    best: tuple[float, float, float, float] | None = None
+    for ms in HOST_GRID_EAGER_MS:
+        for fe in HOST_GRID_FRONTEND_MS:
+            for us in HOST_GRID_TOKEN_US:
+                tpot, ttft = host_loss(ms, fe, us)
+                print(f"eager {ms:.2f} ms/layer, front end {fe:g} ms + {us:g} us/token: "
+                      f"median |log err| TPOT {tpot:.4f} + TTFT {ttft:.4f} = {tpot + ttft:.4f}",
+                      flush=True)
+                if best is None or tpot + ttft < best[0]:
+                    best = (tpot + ttft, ms / 1000, fe / 1000, us / 1e6)
     assert best is not None
-    return best[1], best[2]
+    return best[1], best[2], best[3]
 
 
 # --- tables ----------------------------------------------------------------------------------
@@ -376,14 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true",
                         help="rewrite RESULTS.md and the ttft/tpot sections of accuracy.json")
     parser.add_argument("--fit", action="store_true", help="refit the per-step constants")
-    parser.add_argument("--fit-eager", action="store_true",
-                        help="refit EAGER_LAYER_S and EAGER_OVERLAP_P (then run --fit at them)")
-    parser.add_argument("--eager-p", type=float, action="append",
-                        help="with --fit-eager: only this overlap exponent (repeatable)")
+    parser.add_argument("--fit-host", action="store_true",
+                        help="refit EAGER_LAYER_S, FRONTEND_S and FRONTEND_PER_TOKEN_S (then "
+                        "run --fit at them)")
     args = parser.parse_args(argv)
-    if args.fit_eager:
-        ms, p = fit_eager(tuple(args.eager_p) if args.eager_p else EAGER_GRID_P)
-        print(f"EAGER_LAYER_S = {ms:.5f}, EAGER_OVERLAP_P = {p:g}")
+    if args.fit_host:
+        eager, front, per_token = fit_host()
+        print(f"EAGER_LAYER_S = {eager:.5f}, FRONTEND_S = {front:.3f}, "
+              f"FRONTEND_PER_TOKEN_S = {per_token:.1e}")
         return 0
     if args.fit:
         print(json.dumps(fit_constants(), indent=1))

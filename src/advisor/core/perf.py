@@ -57,14 +57,14 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     # at TP 1, unrecorded 2025 release; the H100 0.11.2 rows are all queued servers) gave
     # 4.06 ms, absorbing a TP-1 kernel error that the same shape shows in band B (run.py
     # POOLED; adopted after the first report look, both figures in benchmarks/perf/README.md)
-    ("hopper", "A"): 0.00202,
+    ("hopper", "A"): 0.0021,
     # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.041
-    ("hopper", "B"): 0.00202,
-    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.094
-    ("blackwell", "A"): 0.00147,
+    ("hopper", "B"): 0.0021,
+    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.081
+    ("blackwell", "A"): 0.00133,
     # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
-    # at TP 1-8, vLLM 0.19.0 and nightly; 0.074
-    ("blackwell", "B"): 0.00144,
+    # at TP 1-8, vLLM 0.19.0 and nightly; 0.058
+    ("blackwell", "B"): 0.00158,
 }
 #: the most tokens a step may schedule and still replay a captured CUDA graph: vLLM's default
 #: capture list stops at min(2 x max_num_seqs, 512) tokens (vllm/config/vllm.py,
@@ -73,18 +73,18 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
 #: launched from the host
 CUDA_GRAPH_MAX_TOKENS = 512
 #: host time per decoder layer of a step that runs without a CUDA graph (every kernel launched
-#: from the host, with its Python-side work). FITTED with :data:`EAGER_OVERLAP_P` by
-#: ``python benchmarks/perf/run.py --fit-eager`` on the fit split's stated-protocol TTFT (92 row
-#: groups: MiniMax-M2.5 on B300 at TP 1-8; gpt-oss-120b's are left out, run.py
-#: EAGER_FIT_EXCLUDES), the per-step constants refitted at every grid point (0.05-1.2 ms by
-#: 0.05 x p in {1, 1.25, 1.5, 2, 3, inf}): median |log err| 0.297 without the term, 0.104 at
-#: 0.30 ms and p = 1, the grid's least (max(kernels, launches), p = inf, did no better than
-#: 0.204 at 0.75 ms). The fit split's TPOT agrees: 0.074 at this point, and the sum of the two
-#: losses is least here too. Independent evidence for the form: aiconfigurator adds the same
-#: kind of term, a per-layer "CPU-side dispatch overhead" on every vLLM prefill, in full (p = 1),
-#: at 0.8 ms a layer calibrated on its own silicon corpus and its own kernel composition
-#: (aic-core sdk/backends/vllm_backend.py, _prefill_dispatch_overhead_ms, @095f58a5).
-EAGER_LAYER_S = 0.0003
+#: from the host, with its Python-side work). FITTED with :data:`FRONTEND_S` and
+#: :data:`FRONTEND_PER_TOKEN_S` by ``python benchmarks/perf/run.py --fit-host`` on the fit
+#: split's stated-protocol rows: the least sum of median |log err| of TPOT (263 row groups) and
+#: TTFT (92: MiniMax-M2.5 on B300 at TP 1-8; gpt-oss-120b's TTFT is left out, run.py
+#: EAGER_FIT_EXCLUDES) over 0-0.3 ms x 0-40 ms x 0-8 us/token, the per-step constants refitted
+#: at every grid point: 0.354 with no host-side term, 0.178 at the earlier TTFT-only fit's
+#: 0.30 ms (TPOT 0.074, TTFT 0.104), 0.122 here (TPOT 0.060, TTFT 0.062). Evidence for the form:
+#: aiconfigurator adds the same kind of term, a per-layer "CPU-side dispatch overhead" on every
+#: vLLM prefill, in full (p = 1), at 0.8 ms a layer calibrated on its own silicon corpus and
+#: its own kernel composition (aic-core sdk/backends/vllm_backend.py,
+#: _prefill_dispatch_overhead_ms, @095f58a5).
+EAGER_LAYER_S = 0.0002
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)
 STEP_CONSTANT_FAMILY: dict[str, str] = {"blackwell": "blackwell", "blackwell-ultra": "blackwell"}
@@ -275,8 +275,22 @@ def host_s(spec: ModelSpec, fit: MemoryFit, tokens: float) -> float:
 
 #: how a graphless step's kernels and host time combine: (gpu^p + host^p)^(1/p); p = inf is
 #: the longer of the two (perfect overlap), p = 1 their sum (none). FITTED with
-#: :data:`EAGER_LAYER_S` (see there): 1, the host's work is not hidden behind the kernels
+#: :data:`EAGER_LAYER_S` by the first eager fit (TTFT only, p in {1, 1.25, 1.5, 2, 3, inf}):
+#: 1, the host's work is not hidden behind the kernels; ``--fit-host`` keeps it
 EAGER_OVERLAP_P = 1.0
+
+#: the server's front end, outside the engine's steps, as a client's TTFT sees it: the API
+#: server takes the HTTP request, tokenizes the prompt (per token), hands it to the engine
+#: core, then detokenizes and streams the first token. Measured elsewhere: a client's TTFT
+#: 8.4-12.2 ms above vLLM's own time_to_first_token metric at 512-token prompts
+#: (vllm-project/vllm PR #54628, 2026); tokenization at 10-21 us a token in a serving front end
+#: (tenstorrent/tt-inference-server issue #2173); a faster tokenizer alone cuts vLLM's TTFT by
+#: 10-20% (vllm-project/vllm PR #44399). FITTED with :data:`EAGER_LAYER_S` (see there): per
+#: request 0 ms and 6 us a prompt token (5.5 ms for InferenceX's mean 1k prompt of 922 tokens,
+#: 44 ms for its mean 8k prompt of 7,373); the grid's runner-up (0.15 ms a layer, 10 ms + 6 us a
+#: token) scores 0.1222 against 0.1218
+FRONTEND_S = 0.0
+FRONTEND_PER_TOKEN_S = 6e-6
 
 
 def with_host(gpu_s: float, host_s: float) -> float:
@@ -394,6 +408,8 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
                      + f": {pp} micro-batches of {mb} sequence(s) in flight")
         tpot = step + pre * (c - 1) / osl if c > 1 else step
         ttft = pre + (step if c > 1 else 0.0)
+    # the API server's part of the first token: the request and its prompt's tokenization
+    ttft += FRONTEND_S + FRONTEND_PER_TOKEN_S * isl
     if fit.cpu_offload_gib:
         notes.append(f"{fit.cpu_offload_gib:g} GiB of weights per GPU stream from host memory "
                      f"every forward pass ({offload_s(fit, host_link_bytes_s) * 1000:.0f} ms at "
