@@ -245,10 +245,11 @@ def host_loss(eager_ms: float, frontend_ms: float, token_us: float) -> tuple[flo
         for cell, v in consts.items():
             fam, band = cell.split("/")
             perf.STEP_CONSTANT_S[(fam, band)] = v
-        tpot = statistics.median(abs(math.log(predict(g)["tpot"] / g["tpot_ms"]))
-                                 for g in rows if g.get("tpot_ms"))
-        ttft = statistics.median(abs(math.log(predict(g)["ttft"] / g["ttft_ms"]))
-                                 for g in rows if g.get("ttft_ms")
+        pred = [(g, predict(g)) for g in rows]  # one estimate a row gives both metrics
+        tpot = statistics.median(abs(math.log(p["tpot"] / g["tpot_ms"]))
+                                 for g, p in pred if g.get("tpot_ms"))
+        ttft = statistics.median(abs(math.log(p["ttft"] / g["ttft_ms"]))
+                                 for g, p in pred if g.get("ttft_ms")
                                  and g["family"] not in EAGER_FIT_EXCLUDES)
         return tpot, ttft
     finally:
