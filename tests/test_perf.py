@@ -231,12 +231,14 @@ def test_transferred_gpus_run_no_fused_allreduce():
 
 def test_measured_rows_stay_within_the_published_error():
     """A guard on benchmarks/perf/RESULTS.md's headline: the report split's stated-protocol
-    TPOT median (6.4% with the front-end term and the host terms fitted on TPOT and TTFT
-    together; 6.7% with the TTFT-only eager fit, 6.8% before it, 7.5% before the fused
-    all-reduce, 9.0% before static-scale fp8), its TTFT median (12.7%; 14.3% before the front
-    end, 24.5% before the eager term) and the fit split's TPOT (6.1%; 7.4% with the TTFT-only
-    eager fit) must not get worse unnoticed; the bounds are the published figures plus a
-    little slack."""
+    TPOT median (5.9% with a GEMM's memory term at the bytes it moves; 6.4% before, with the
+    front-end term and the host terms fitted on TPOT and TTFT together; 6.7% with the TTFT-only
+    eager fit, 6.8% before it, 7.5% before the fused all-reduce, 9.0% before static-scale fp8),
+    its TTFT median (14.9%: the issue's bound is 15%; 12.7% while the prefill GEMMs of small
+    TP slices were charged 3-11x their measured time, 14.3% before the front end, 24.5% before
+    the eager term) and the fit split's TPOT (5.8%; 6.1% before; 7.4% with the TTFT-only eager
+    fit) must not get worse unnoticed; the bounds are the published figures plus a little
+    slack."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / "run.py"
     mod_spec = importlib.util.spec_from_file_location("perf_run", path)
     assert mod_spec and mod_spec.loader
@@ -248,7 +250,7 @@ def test_measured_rows_stay_within_the_published_error():
     fitted = statistics.median(abs(r["err_pct"]) for r in rows if r["split"] == "fit")
     ttft = statistics.median(abs(r["err_pct"]) for r in every
                              if r["metric"] == "ttft" and r["split"] == "report")
-    assert len(rows) > 600 and report < 6.8 and fitted < 6.5 and ttft < 13.5
+    assert len(rows) > 600 and report < 6.2 and fitted < 6.1 and ttft < 15.2
 
 
 def test_gpus_without_tables_say_whose_curves_they_took():
@@ -291,3 +293,23 @@ def test_silicon_rows_are_what_the_csv_gives_now():
     """silicon_rows.json is stale when silicon.py's split, classes, flags or repeat rule
     changed without rerunning it (standard library only: runs in the dev venv)."""
     assert _bench("silicon").main(["--aic", str(AIC), "--check"]) == 0
+
+
+@pytest.mark.parametrize(("n", "k", "measured_us"), [
+    # aiconfigurator b300_sxm/gemm/vllm/0.24.0/gemm_perf.parquet @ 095f58a5, nvfp4, m = 8192:
+    # Kimi-K2.5's TP 4 slices (shared expert gate_up and down, o_proj) and a larger matrix
+    (1024, 7168, 57.17), (7168, 512, 41.24), (7168, 2048, 74.56), (4096, 7168, 118.3)])
+def test_a_prefill_gemm_of_a_small_slice_costs_what_the_table_measured(n, k, measured_us):
+    """A GEMM's memory term is charged the efficiency of the bytes it moves (weights and the
+    m x (n + k) activations), not the decode curve at its weight bytes alone: at m = 8192 a
+    4 MiB nvfp4 slice moves ~130 MB of activations, and the weight-keyed efficiency (~0.05)
+    made the first three 267, 457 and 172 us against the table's 57, 41 and 75 (the larger
+    matrix is compute-bound either way: 135 us against 118)."""
+    kern = stepmodel.kernels(CAT.gpus["B300"])
+    us = stepmodel.gemm_s(kern, "nvfp4", 0.5625, n, k, 8192) * 1e6
+    assert measured_us * 0.7 <= us <= measured_us * 1.3
+    # at decode sizes the activations are a rounding error: the weight read is the term
+    w = n * k * 0.5625
+    one = stepmodel.gemm_s(kern, "nvfp4", 0.5625, n, k, 1)
+    assert one == pytest.approx(w / (kern.bw * kern.dec_eff("nvfp4", w)), rel=0.02)
+

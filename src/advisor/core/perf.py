@@ -57,14 +57,14 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     # at TP 1, unrecorded 2025 release; the H100 0.11.2 rows are all queued servers) gave
     # 4.06 ms, absorbing a TP-1 kernel error that the same shape shows in band B (run.py
     # POOLED; adopted after the first report look, both figures in benchmarks/perf/README.md)
-    ("hopper", "A"): 0.0021,
+    ("hopper", "A"): 0.00213,
     # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.041
-    ("hopper", "B"): 0.0021,
-    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.081
-    ("blackwell", "A"): 0.00133,
+    ("hopper", "B"): 0.00213,
+    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.074
+    ("blackwell", "A"): 0.00138,
     # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
-    # at TP 1-8, vLLM 0.19.0 and nightly; 0.058
-    ("blackwell", "B"): 0.00158,
+    # at TP 1-8, vLLM 0.19.0 and nightly; 0.048
+    ("blackwell", "B"): 0.00172,
 }
 #: the most tokens a step may schedule and still replay a captured CUDA graph: vLLM's default
 #: capture list stops at min(2 x max_num_seqs, 512) tokens (vllm/config/vllm.py,
@@ -78,12 +78,15 @@ CUDA_GRAPH_MAX_TOKENS = 512
 #: split's stated-protocol rows: the least sum of median |log err| of TPOT (263 row groups) and
 #: TTFT (92: MiniMax-M2.5 on B300 at TP 1-8; gpt-oss-120b's TTFT is left out, run.py
 #: EAGER_FIT_EXCLUDES) over 0-0.3 ms x 0-40 ms x 0-8 us/token, the per-step constants refitted
-#: at every grid point: 0.354 with no host-side term, 0.178 at the earlier TTFT-only fit's
-#: 0.30 ms (TPOT 0.074, TTFT 0.104), 0.122 here (TPOT 0.060, TTFT 0.062). Evidence for the form:
-#: aiconfigurator adds the same kind of term, a per-layer "CPU-side dispatch overhead" on every
-#: vLLM prefill, in full (p = 1), at 0.8 ms a layer calibrated on its own silicon corpus and
-#: its own kernel composition (aic-core sdk/backends/vllm_backend.py,
-#: _prefill_dispatch_overhead_ms, @095f58a5).
+#: at every grid point. Refitted with each GEMM's memory term at the bytes it moves
+#: (stepmodel.gemm_s): 0.1445 here (TPOT 0.058, TTFT 0.087), the runner-up 0.30 ms + 8 us a
+#: token 0.1452, the point before (0.20 ms, no per-request term) 0.171. Before that change:
+#: 0.354 with no host-side term (0.459 after it), 0.178 at the earlier TTFT-only fit's 0.30 ms,
+#: 0.122 at 0.20 ms + 6 us a token (prefill GEMMs of small TP slices charged 3-11x their
+#: measured time). Evidence for the form: aiconfigurator adds the same kind of term, a
+#: per-layer "CPU-side dispatch overhead" on every vLLM prefill, in full (p = 1), at 0.8 ms a
+#: layer calibrated on its own silicon corpus and its own kernel composition (aic-core
+#: sdk/backends/vllm_backend.py, _prefill_dispatch_overhead_ms, @095f58a5).
 EAGER_LAYER_S = 0.0002
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)
@@ -286,10 +289,9 @@ EAGER_OVERLAP_P = 1.0
 #: (vllm-project/vllm PR #54628, 2026); tokenization at 10-21 us a token in a serving front end
 #: (tenstorrent/tt-inference-server issue #2173); a faster tokenizer alone cuts vLLM's TTFT by
 #: 10-20% (vllm-project/vllm PR #44399). FITTED with :data:`EAGER_LAYER_S` (see there): per
-#: request 0 ms and 6 us a prompt token (5.5 ms for InferenceX's mean 1k prompt of 922 tokens,
-#: 44 ms for its mean 8k prompt of 7,373); the grid's runner-up (0.15 ms a layer, 10 ms + 6 us a
-#: token) scores 0.1222 against 0.1218
-FRONTEND_S = 0.0
+#: request 10 ms and 6 us a prompt token (15.5 ms for InferenceX's mean 1k prompt of 922
+#: tokens, 54 ms for its mean 8k prompt of 7,373); the 10 ms sits in PR #54628's 8.4-12.2 ms
+FRONTEND_S = 0.010
 FRONTEND_PER_TOKEN_S = 6e-6
 
 

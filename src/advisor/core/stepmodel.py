@@ -470,9 +470,16 @@ def linear_s(k: Kernels, dt: Dtypes, n: float, kk: float, m: float,
 
 
 def gemm_s(k: Kernels, dtype: str, wbytes_per: float, n: float, kk: float, m: float) -> float:
-    """One GEMM of n x kk per-GPU weights over m tokens."""
+    """One GEMM of n x kk per-GPU weights over m tokens: the longer of its memory term (the
+    weights and the m x (n + kk) bf16 activations, at the decode curve's efficiency for that
+    many bytes) and its compute term. The decode curve is measured at m <= 16, where the
+    weights are all the bytes; keyed by the weights alone, a prefill GEMM of a small TP slice
+    (m = 8192 over 4 MiB of nvfp4 weights moves ~130 MB of activations) was charged 0.05 of
+    HBM bandwidth and 3-11x the time aiconfigurator's table measures at that exact shape
+    (benchmarks/perf/README.md, item 8; tests/test_perf.py pins four shapes)."""
     w = n * kk * wbytes_per
-    mem = (w + m * (n + kk) * 2) / (k.bw * k.dec_eff(dtype, w))
+    moved = w + m * (n + kk) * 2
+    mem = moved / (k.bw * k.dec_eff(dtype, moved))
     cmp = 2 * m * n * kk / (k.peak(dtype) * k.pre_eff(dtype, m, w))
     return max(mem, cmp)
 
