@@ -10,6 +10,8 @@ machine slows all of them alike, after one untimed run of each that fills the ca
 * help:       ``advisor --help``
 * typer floor: a bare typer app with one command of five options, parsing them and printing
   (no advisor code): what any typer command costs before it does anything
+* pydantic-model floor: ``python -c`` defining and building one pydantic model of one field
+  (no typer, no advisor code): what any process costs that defines a pydantic model at all
 
 Prints a table (or ``--json``) and exits 1 when a ratio to the baseline misses its target:
 recommend <= 1.5 x baseline, --help <= 1.2 x baseline.
@@ -35,7 +37,7 @@ from pathlib import Path
 
 #: name -> ratio to the baseline it must stay under (None: the baseline itself)
 TARGETS: dict[str, float | None] = {"baseline": None, "recommend": 1.5, "help": 1.2,
-                                    "typer-floor": None}
+                                    "typer-floor": None, "pydantic-model": None}
 
 #: the floor: typer >= 0.29 converts option values through pydantic at invocation
 BARE_TYPER = """
@@ -50,6 +52,10 @@ def rec(model: Annotated[str, typer.Option()], ctx: Annotated[int, typer.Option(
 app()
 """
 
+#: the other floor: the first pydantic model class a process defines imports pydantic's schema
+#: machinery (fields, model construction, schema generation, pydantic-core's validators)
+ONE_MODEL = "from pydantic import BaseModel\nclass A(BaseModel):\n    x: int = 1\nA()"
+
 
 def _commands(exe: str) -> dict[str, list[str]]:
     return {
@@ -57,6 +63,7 @@ def _commands(exe: str) -> dict[str, list[str]]:
         "recommend": [exe, "recommend", "--model", "llama-3-8b", "--ctx", "8192", "--json"],
         "help": [exe, "--help"],
         "typer-floor": [sys.executable, "-c", BARE_TYPER, "--model", "x", "--ctx", "3"],
+        "pydantic-model": [sys.executable, "-c", ONE_MODEL],
     }
 
 
@@ -107,6 +114,8 @@ def main() -> int:
         rows.append({"name": name,
                      "command": ("python -c <bare typer app> --model x --ctx 3"
                                  if name == "typer-floor" else
+                                 "python -c <one pydantic model>" if name == "pydantic-model"
+                                 else
                                  " ".join([Path(cmds[name][0]).name, *cmds[name][1:]])),
                      "median_s": round(med, 3), "min_s": round(min(wall[name]), 3),
                      "ratio": round(ratio, 2), "cpu_median_s": round(med_cpu, 3),
