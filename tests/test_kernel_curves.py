@@ -262,3 +262,41 @@ def test_shipped_curves_are_not_stale():
         cwd=ROOT,
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(("tokens", "measured_ms"), [
+    # aiconfigurator b300_sxm/moe/vllm/0.24.0/moe_perf.parquet @ 095f58a5: Kimi-K2's experts
+    # (hidden 7168, 384 x 2048, top 8) at moe_tp 4, nvfp4, balanced routing, EP 1
+    (4, 0.05095), (64, 0.36845), (512, 0.44898), (8192, 0.95058)])
+def test_the_fused_moe_composition_agrees_with_its_table(tokens, measured_ms):
+    """stepmodel.fused_moe_s at a table row's exact shape (the touched experts balanced, as
+    the table's rows are) is the measured time within 15%, from decode (the bytes term) to
+    prefill (the FLOPs term); benchmarks/perf/COMPOSITION.md has every row."""
+    from advisor.catalog import load
+    from advisor.core import stepmodel
+
+    k = stepmodel.kernels(load().gpus["B300"])
+    dt = stepmodel.Dtypes("nvfp4", 0.5625, "nvfp4", 0.5625, "nvfp4")
+    ms = stepmodel.fused_moe_s(k, dt, 384, 8, 2048 / 4, 7168, tokens, min(384, tokens * 8)) * 1e3
+    assert measured_ms * 0.85 <= ms <= measured_ms * 1.15
+
+
+def _has_pyarrow() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+@pytest.mark.skipif(
+    not (AIC.is_dir() and _has_pyarrow()),
+    reason=f"needs the aiconfigurator extract at {AIC} and pyarrow in this venv; see "
+    "benchmarks/perf/composition.py",
+)
+@pytest.mark.slow  # every row of 7 GPUs' GEMM and MoE tables through the step model (7 s)
+def test_composition_report_is_not_stale():
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "perf" / "composition.py"), "--aic", str(AIC)],
+        capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    shipped = (ROOT / "benchmarks" / "perf" / "COMPOSITION.md").read_text()
+    assert shipped.endswith(r.stdout), "COMPOSITION.md is stale: run composition.py --write"

@@ -484,6 +484,39 @@ def gemm_s(k: Kernels, dtype: str, wbytes_per: float, n: float, kk: float, m: fl
     return max(mem, cmp)
 
 
+def fused_moe_s(k: Kernels, dt: Dtypes, experts: int, topk: int, expert_inter: float,
+                h: float, m: float, touched: float) -> float:
+    """One fused-MoE layer's experts (no router, no shared expert) on one GPU: ``m`` tokens
+    routed ``topk`` ways, ``touched`` of the ``experts`` (per-GPU ``expert_inter``) read. The
+    routed tokens' FLOPs run at the prefill efficiency of their count."""
+    routed = m * topk
+    e_gate = touched * 2 * expert_inter * h * dt.expert_bytes
+    e_down = touched * expert_inter * h * dt.expert_bytes
+    flops = 2 * routed * 3 * h * expert_inter
+    dmoe = (k.decode_moe or {}).get(dt.moe) if dt.moe in MOE_MEASURED else None
+    pmoe = (k.prefill_moe or {}).get(dt.moe)
+    if dmoe is not None:
+        # the measured fused-MoE kernels: the touched experts' bytes at the efficiency of
+        # that many bytes (decode_moe); a step of >= 512 tokens at the measured efficiency
+        # of its tokens per expert (prefill_moe), against the dtype's dense peak
+        nbytes = e_gate + e_down
+        mem = nbytes / (k.bw * interp(dmoe, nbytes / MIB))
+        if pmoe is not None and m >= MOE_PREFILL_TOKENS:
+            cmp = flops / (k.peak(MOE_PEAK.get(dt.moe, "bfloat16"))
+                           * k.moe_pre_eff(dt.moe, routed / experts,
+                                           3 * expert_inter * h * dt.expert_bytes))
+        else:
+            cmp = flops / (k.peak(dt.experts) * k.pre_eff(dt.experts, routed / touched))
+    else:
+        mem = ((e_gate + routed * (h + 2 * expert_inter) * 2)
+               / (k.bw * _moe_eff(k, dt.experts, e_gate))
+               + (e_down + routed * (h + expert_inter) * 2)
+               / (k.bw * _moe_eff(k, dt.experts, e_down)))
+        # each touched expert's GEMM sees only its share of the routed tokens
+        cmp = flops / (k.peak(dt.experts) * k.pre_eff(dt.experts, routed / max(touched, 1.0)))
+    return max(mem, cmp)
+
+
 def _moe_eff(k: Kernels, dtype: str, nbytes: float) -> float:
     """Bandwidth efficiency of a fused-MoE weight read. No MoE table is extracted yet
     (KERNELS.md, "What is left"); the dense tables' 4-bit and fp8 GEMMs at m <= 16 top out at
@@ -631,35 +664,11 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
         gemm += s.dense_layers * (linear_s(k, dt, 2 * s.inter, h, m, fp8_input=fused)
                                   + linear_s(k, dt, h, s.inter, m, fp8_input=True))
     if s.moe_layers:
-        # the experts the step's tokens route to, read once by one fused kernel each for
-        # gate/up and down; the routed tokens' FLOPs at the prefill efficiency of their count
-        routed = m * s.topk
+        # the experts the step's tokens route to (uniformly at random), read once by one fused
+        # kernel each for gate/up and down
         touched = s.experts * (1 - (1 - s.topk / s.experts) ** m) if m < 1e4 else s.experts
-        e_gate = touched * 2 * s.expert_inter * h * dt.expert_bytes
-        e_down = touched * s.expert_inter * h * dt.expert_bytes
-        flops = 2 * routed * 3 * h * s.expert_inter
-        dmoe = (k.decode_moe or {}).get(dt.moe) if dt.moe in MOE_MEASURED else None
-        pmoe = (k.prefill_moe or {}).get(dt.moe)
-        if dmoe is not None:
-            # the measured fused-MoE kernels: the touched experts' bytes at the efficiency of
-            # that many bytes (decode_moe); a step of >= 512 tokens at the measured efficiency
-            # of its tokens per expert (prefill_moe), against the dtype's dense peak
-            nbytes = e_gate + e_down
-            mem = nbytes / (k.bw * interp(dmoe, nbytes / MIB))
-            if pmoe is not None and m >= MOE_PREFILL_TOKENS:
-                cmp = flops / (k.peak(MOE_PEAK.get(dt.moe, "bfloat16"))
-                               * k.moe_pre_eff(dt.moe, routed / s.experts,
-                                               3 * s.expert_inter * h * dt.expert_bytes))
-            else:
-                cmp = flops / (k.peak(dt.experts) * k.pre_eff(dt.experts, routed / touched))
-        else:
-            mem = ((e_gate + routed * (h + 2 * s.expert_inter) * 2)
-                   / (k.bw * _moe_eff(k, dt.experts, e_gate))
-                   + (e_down + routed * (h + s.expert_inter) * 2)
-                   / (k.bw * _moe_eff(k, dt.experts, e_down)))
-            # each touched expert's GEMM sees only its share of the routed tokens
-            cmp = flops / (k.peak(dt.experts) * k.pre_eff(dt.experts, routed / max(touched, 1.0)))
-        moe = max(mem, cmp) + gemm_s(k, "bfloat16", 2.0, s.experts, h, m)  # router
+        moe = (fused_moe_s(k, dt, s.experts, s.topk, s.expert_inter, h, m, touched)
+               + gemm_s(k, "bfloat16", 2.0, s.experts, h, m))  # router
         if s.shared_inter:
             moe += (linear_s(k, dt, 2 * s.shared_inter, h, m)
                     + linear_s(k, dt, h, s.shared_inter, m, fp8_input=True))

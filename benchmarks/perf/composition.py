@@ -1,0 +1,147 @@
+"""The step model's composed kernel times against the measured rows they were composed from.
+
+    pip install pyarrow   # calibration-time only, never on advisor's runtime path
+    python benchmarks/perf/composition.py --aic /var/tmp/aic [--write]
+
+``kernel_curves.json`` reduces aiconfigurator's kernel tables to bins; ``stepmodel`` composes
+a kernel's time from those bins (a GEMM: the longer of its bytes over the decode curve and its
+FLOPs over the prefill curve; a fused MoE: its touched experts' bytes and routed FLOPs). This
+script runs those same functions (``stepmodel.gemm_s``, ``stepmodel.fused_moe_s``) at the exact
+shape of every row of the tables each curve names, and reports the error per GPU, dtype and
+token band (median signed and median |error| of log(composed / measured)). It checks the
+composition, not the end-to-end model: a bug of the kind issue 28's item 8 fixed (a prefill
+GEMM charged 3-11x its measured time) shows here at once, while ``run.py`` only sees it blurred
+through whole serving runs. MoE rows: balanced routing (every touched expert distinct, EP 1),
+the distribution the decode_moe curve is built from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from advisor.catalog import load
+from advisor.core import stepmodel
+
+HERE = Path(__file__).resolve().parent
+SYSTEMS_REL = "aic-core/src/aiconfigurator_core/systems/"
+#: stored bytes per weight of each table dtype (kernel_curves.py WEIGHT_BYTES)
+WEIGHT_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5625,
+                "int4_wo": 0.5625}
+#: the dense curve a MoE table dtype's experts run on (stepmodel.dtypes: weight-only int4 on
+#: the bf16 curve)
+EXPERT_CURVE = {"bfloat16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block",
+                "nvfp4": "nvfp4", "int4_wo": "bfloat16"}
+BANDS = (("m <= 16", 16), ("m 32-256", 256), ("m >= 512", math.inf))
+
+
+def _band(m: int) -> str:
+    return next(name for name, top in BANDS if m <= top)
+
+
+def _rows(aic: Path, rel: str, columns: list[str]) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+    path = aic / rel
+    data = pq.read_table(path, columns=columns).to_pydict()
+    return [dict(zip(columns, vals, strict=True)) for vals in zip(*data.values(), strict=True)]
+
+
+def _paths(entry: dict[str, Any]) -> list[str]:
+    return [t["path"] for t in entry.get("tables", [])]
+
+
+def check(aic: Path) -> dict[tuple[str, str, str, str], list[float]]:
+    """(GPU, op, dtype, band) -> log(composed / measured) of every row."""
+    cat = load()
+    curves = stepmodel.curves()["gpus"]
+    errs: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    for gpu_id, data in sorted(curves.items()):
+        if gpu_id not in cat.gpus or stepmodel.curve_source(cat.gpus[gpu_id]) != gpu_id:
+            continue
+        k = stepmodel.kernels(cat.gpus[gpu_id])
+        for dt, entry in sorted(data.get("prefill_gemm", {}).items()):
+            if dt not in WEIGHT_BYTES or dt not in k.peaks:
+                continue
+            for rel in _paths(entry):
+                for r in _rows(aic, rel, ["gemm_dtype", "m", "n", "k", "latency"]):
+                    if (r["gemm_dtype"] != dt or not r["latency"] or r["latency"] <= 0
+                            or min(r["n"], r["k"]) < 256):
+                        continue
+                    t = stepmodel.gemm_s(k, dt, WEIGHT_BYTES[dt], r["n"], r["k"], r["m"])
+                    errs[(gpu_id, "GEMM", dt, _band(r["m"]))].append(
+                        math.log(t / (r["latency"] * 1e-3)))
+        for dt, entry in sorted((data.get("decode_moe") or {}).items()):
+            if dt not in WEIGHT_BYTES or dt not in stepmodel.MOE_MEASURED:
+                continue
+            cols = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
+                    "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"]
+            dts = stepmodel.Dtypes(EXPERT_CURVE[dt], WEIGHT_BYTES[dt], EXPERT_CURVE[dt],
+                                   WEIGHT_BYTES[dt], dt)
+            for rel in _paths(entry):
+                for r in _rows(aic, rel, cols):
+                    if (r["moe_dtype"] != dt or r["distribution"] != "balanced"
+                            or r["moe_ep_size"] != 1 or not r["latency"] or r["latency"] <= 0):
+                        continue
+                    m, e = r["num_tokens"], r["num_experts"]
+                    t = stepmodel.fused_moe_s(k, dts, e, r["topk"],
+                                              r["inter_size"] / r["moe_tp_size"],
+                                              r["hidden_size"], m, min(e, m * r["topk"]))
+                    errs[(gpu_id, "fused MoE", dt, _band(m))].append(
+                        math.log(t / (r["latency"] * 1e-3)))
+    return errs
+
+
+def markdown(errs: dict[tuple[str, str, str, str], list[float]]) -> str:
+    def pct(x: float) -> str:
+        return f"{(math.exp(x) - 1) * 100:+.1f}%"
+
+    lines = ["| GPU | kernel | dtype | tokens | rows | signed median | median abs |",
+             "|---|---|---|---|---|---|---|"]
+    order = {name: i for i, (name, _) in enumerate(BANDS)}
+    for key in sorted(errs, key=lambda x: (x[0], x[1], x[2], order[x[3]])):
+        xs = errs[key]
+        mid = statistics.median(xs)
+        size = statistics.median(abs(x) for x in xs)
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(xs)} | {pct(mid)} | "
+                     f"{(math.exp(size) - 1) * 100:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+HEADER = """# Composed kernel times against the tables they come from
+
+Generated by `python benchmarks/perf/composition.py --aic /var/tmp/aic --write` (pyarrow
+needed at calibration time only; the tables as in `KERNELS.md`, aiconfigurator @ 095f58a5).
+Each row of the tables a curve names in `kernel_curves.json`, at its exact shape, through the
+step model's own `gemm_s` / `fused_moe_s`: error = composed / measured - 1. This checks the
+composition against the data it was built from (not a held-out check: `RESULTS.md` is that).
+Block-scaled fp8 GEMMs are charged no worse than per-tensor fp8 by choice (`KERNELS.md`,
+the fp8_block tables disagree by release), so their large negative errors are that choice.
+
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--aic", type=Path, required=True,
+                        help="the extracted aiconfigurator tree (KERNELS.md, Regenerate)")
+    parser.add_argument("--write", action="store_true", help="rewrite COMPOSITION.md")
+    args = parser.parse_args(argv)
+    if not (args.aic / SYSTEMS_REL).is_dir():
+        print(f"error: {args.aic / SYSTEMS_REL} is not a directory (see KERNELS.md, "
+              "Regenerate)", file=sys.stderr)
+        return 2
+    text = markdown(check(args.aic))
+    if args.write:
+        (HERE / "COMPOSITION.md").write_text(HEADER + text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
