@@ -6,7 +6,8 @@
 ``kernel_curves.json`` reduces aiconfigurator's kernel tables to bins; ``stepmodel`` composes
 a kernel's time from those bins (a GEMM: the longer of its bytes over the decode curve and its
 FLOPs over the prefill curve; a fused MoE: its touched experts' bytes and routed FLOPs). This
-script runs those same functions (``stepmodel.gemm_s``, ``stepmodel.fused_moe_s``) at the exact
+script runs those same functions (``stepmodel.gemm_s``, ``fused_moe_s``, ``decode_attention_s``,
+``context_attention_s``, ``Kernels.allreduce_s``) at the exact
 shape of every row of the tables each curve names, and reports the error per GPU, dtype and
 token band (median signed and median |error| of log(composed / measured)). It checks the
 composition, not the end-to-end model: a bug of the kind issue 28's item 8 fixed (a prefill
@@ -38,6 +39,11 @@ WEIGHT_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5625,
 EXPERT_CURVE = {"bfloat16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block",
                 "nvfp4": "nvfp4", "int4_wo": "bfloat16"}
 BANDS = (("m <= 16", 16), ("m 32-256", 256), ("m >= 512", math.inf))
+MIB = 1024 * 1024
+#: the order of the report's band column
+BAND_ORDER = ["m <= 16", "m 32-256", "m >= 512", "KV < 16 MiB", "KV 16-256 MiB",
+              "KV >= 256 MiB", "prompt 512-2k", "prompt 2k-8k", "prompt >= 8k", "< 1 MiB",
+              "1-16 MiB", ">= 16 MiB"]
 
 
 def _band(m: int) -> str:
@@ -48,8 +54,12 @@ def _rows(aic: Path, rel: str, columns: list[str]) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     path = aic / rel
-    data = pq.read_table(path, columns=columns).to_pydict()
-    return [dict(zip(columns, vals, strict=True)) for vals in zip(*data.values(), strict=True)]
+    have = [c for c in columns if c in set(pq.read_schema(path).names)]
+    data = pq.read_table(path, columns=have).to_pydict()
+    # older attention tables predate sliding windows: no window_size column, every row full
+    defaults = {c: 0 for c in columns if c not in have}
+    return [{**defaults, **dict(zip(have, vals, strict=True))}
+            for vals in zip(*data.values(), strict=True)]
 
 
 def _paths(entry: dict[str, Any]) -> list[str]:
@@ -94,6 +104,49 @@ def check(aic: Path) -> dict[tuple[str, str, str, str], list[float]]:
                                               r["hidden_size"], m, min(e, m * r["topk"]))
                     errs[(gpu_id, "fused MoE", dt, _band(m))].append(
                         math.log(t / (r["latency"] * 1e-3)))
+        kv_bytes = {"bfloat16": 2.0, "fp8": 1.0}
+        for kd, entry in sorted(data.get("decode_attention", {}).items()):
+            cols = ["batch_size", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step",
+                    "window_size", "latency"]
+            for rel in _paths(entry):
+                for r in _rows(aic, rel, cols):
+                    if (r["kv_cache_dtype"] != kd or r["window_size"] or not r["latency"]
+                            or r["latency"] <= 0):
+                        continue
+                    hist = r["step"] + 1
+                    nbytes = r["batch_size"] * hist * r["num_key_value_heads"] * r["head_dim"] \
+                        * 2 * kv_bytes[kd]
+                    band = ("KV < 16 MiB" if nbytes < 16 * MIB else "KV 16-256 MiB"
+                            if nbytes < 256 * MIB else "KV >= 256 MiB")
+                    t = stepmodel.decode_attention_s(k, kd, hist, nbytes)
+                    errs[(gpu_id, "decode attention", kd, band)].append(
+                        math.log(t / (r["latency"] * 1e-3)))
+        for kd, entry in sorted(data.get("context_attention", {}).items()):
+            cols = ["batch_size", "isl", "num_heads", "head_dim", "kv_cache_dtype",
+                    "window_size", "latency"]
+            for rel in _paths(entry):
+                for r in _rows(aic, rel, cols):
+                    if (r["kv_cache_dtype"] != kd or r["window_size"] or not r["latency"]
+                            or r["latency"] <= 0 or r["isl"] < 512):
+                        continue
+                    isl = r["isl"]
+                    band = "prompt 512-2k" if isl < 2048 else "prompt 2k-8k" if isl < 8192 \
+                        else "prompt >= 8k"
+                    t = stepmodel.context_attention_s(k, kd, r["num_heads"] * r["head_dim"],
+                                                      isl, r["batch_size"] * isl)
+                    errs[(gpu_id, "context attention", kd, band)].append(
+                        math.log(t / (r["latency"] * 1e-3)))
+        ar = data.get("allreduce_graph") or {}
+        for rel in _paths(ar):
+            for r in _rows(aic, rel, ["num_gpus", "message_size", "latency", "backend"]):
+                if r["backend"] != "vllm_graph" or not r["latency"] or r["latency"] <= 0:
+                    continue
+                nbytes = 2 * r["message_size"]
+                band = ("< 1 MiB" if nbytes < MIB else "1-16 MiB" if nbytes < 16 * MIB
+                        else ">= 16 MiB")
+                t = k.allreduce_s(r["num_gpus"], nbytes)
+                errs[(gpu_id, f"all-reduce TP {r['num_gpus']}", "bfloat16", band)].append(
+                    math.log(t / (r["latency"] * 1e-3)))
     return errs
 
 
@@ -103,7 +156,7 @@ def markdown(errs: dict[tuple[str, str, str, str], list[float]]) -> str:
 
     lines = ["| GPU | kernel | dtype | tokens | rows | signed median | median abs |",
              "|---|---|---|---|---|---|---|"]
-    order = {name: i for i, (name, _) in enumerate(BANDS)}
+    order = {name: i for i, name in enumerate(BAND_ORDER)}
     for key in sorted(errs, key=lambda x: (x[0], x[1], x[2], order[x[3]])):
         xs = errs[key]
         mid = statistics.median(xs)
@@ -118,7 +171,8 @@ HEADER = """# Composed kernel times against the tables they come from
 Generated by `python benchmarks/perf/composition.py --aic /var/tmp/aic --write` (pyarrow
 needed at calibration time only; the tables as in `KERNELS.md`, aiconfigurator @ 095f58a5).
 Each row of the tables a curve names in `kernel_curves.json`, at its exact shape, through the
-step model's own `gemm_s` / `fused_moe_s`: error = composed / measured - 1. This checks the
+step model's own functions (`gemm_s`, `fused_moe_s`, `decode_attention_s`,
+`context_attention_s`, `Kernels.allreduce_s`): error = composed / measured - 1. This checks the
 composition against the data it was built from (not a held-out check: `RESULTS.md` is that).
 Block-scaled fp8 GEMMs are charged no worse than per-tensor fp8 by choice (`KERNELS.md`,
 the fp8_block tables disagree by release), so their large negative errors are that choice.

@@ -77,8 +77,10 @@ CUDA_GRAPH_MAX_TOKENS = 512
 #: :data:`FRONTEND_PER_TOKEN_S` by ``python benchmarks/perf/run.py --fit-host`` on the fit
 #: split's stated-protocol rows: the least sum of median |log err| of TPOT (263 row groups) and
 #: TTFT (92: MiniMax-M2.5 on B300 at TP 1-8; gpt-oss-120b's TTFT is left out, run.py
-#: EAGER_FIT_EXCLUDES) over 0-0.3 ms x 0-40 ms x 0-8 us/token, the per-step constants refitted
-#: at every grid point. Refitted with each GEMM's memory term at the bytes it moves
+#: EAGER_FIT_EXCLUDES) over 0-0.4 ms x 0-40 ms x 0-12 us/token (245 points; 0-0.3 ms and
+#: 0-8 us before a trial optimum sat on both edges; the extension moved nothing: 0.40 ms
+#: scores 0.188, 10 us a token 0.147), the per-step constants refitted at every grid point.
+#: Refitted with each GEMM's memory term at the bytes it moves
 #: (stepmodel.gemm_s): 0.1445 here (TPOT 0.058, TTFT 0.087), the runner-up 0.30 ms + 8 us a
 #: token 0.1452, the point before (0.20 ms, no per-request term) 0.171. Before that change:
 #: 0.354 with no host-side term (0.459 after it), 0.178 at the earlier TTFT-only fit's 0.30 ms,

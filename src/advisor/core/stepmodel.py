@@ -282,7 +282,11 @@ def _ar_table(points_by_tp: dict[str, dict[str, float]]) -> dict[int, Curve]:
     out = {}
     for tp, points in points_by_tp.items():
         pts = sorted((math.log2(float(b)), math.log2(float(us))) for b, us in points.items())
-        # keep the curve non-decreasing (small-message noise)
+        # keep the curve non-decreasing (small-message noise). Known cost, found by
+        # benchmarks/perf/composition.py: one slow smallest point lifts the sizes after it
+        # (A100 TP 8: 14.9 us at 4 KiB, charged at 16 and 64 KiB too, measured 6.5 and 8.4);
+        # a running minimum instead would hide B200 TP 8's 25.8 us at 256 KiB behind its 17.2
+        # at 1 MiB (B300 measures 26-27 us flat across 256 KiB-4 MiB), README.md item 9
         ys: list[float] = []
         for _, y in pts:
             ys.append(max(y, ys[-1]) if ys else y)
@@ -517,6 +521,24 @@ def fused_moe_s(k: Kernels, dt: Dtypes, experts: int, topk: int, expert_inter: f
     return max(mem, cmp)
 
 
+def decode_attention_s(k: Kernels, kvd: str, hist: float, nbytes: float) -> float:
+    """One layer's decode attention reading ``nbytes`` of KV (``kvd``: "fp8" or "bfloat16")
+    for sequences of ``hist`` tokens of history: at the history curve (calls of >= 256 MiB),
+    no faster than a weight read of the same bytes."""
+    c = k.decode_attention.get(kvd) or k.decode_attention["bfloat16"]
+    eff = min(interp(c, hist), k.dec_eff("bfloat16", nbytes))
+    return nbytes / (k.bw * eff)
+
+
+def context_attention_s(k: Kernels, kvd: str, heads_x_dim: float, span: float,
+                        tokens: float) -> float:
+    """One layer's attention for ``tokens`` prompt tokens of prompts ``span`` long: their share
+    of the prompts' causal FLOPs (2 x heads x head_dim x span per token) at the context curve's
+    efficiency for that prompt length."""
+    c = k.context_attention.get(kvd) or k.context_attention["bfloat16"]
+    return 2 * heads_x_dim * span * tokens / (k.peak("bfloat16") * interp(c, span))
+
+
 def _moe_eff(k: Kernels, dtype: str, nbytes: float) -> float:
     """Bandwidth efficiency of a fused-MoE weight read. No MoE table is extracted yet
     (KERNELS.md, "What is left"); the dense tables' 4-bit and fp8 GEMMs at m <= 16 top out at
@@ -681,18 +703,14 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
         for n_layers, hist in ((s.layers_full, context),
                                (s.layers_sliding, min(context, s.window or context))):
             if n_layers:
-                nbytes = decode * hist * s.kv_bytes_layer
-                c = k.decode_attention.get(kvd) or k.decode_attention["bfloat16"]
-                eff = min(interp(c, hist), k.dec_eff("bfloat16", nbytes))
-                attn += n_layers * nbytes / (k.bw * eff)
+                attn += n_layers * decode_attention_s(k, kvd, hist,
+                                                      decode * hist * s.kv_bytes_layer)
     if prefill_tokens and prompt_len:
-        c = k.context_attention.get(kvd) or k.context_attention["bfloat16"]
         for n_layers, span in ((s.layers_full, prompt_len),
                                (s.layers_sliding, min(prompt_len, s.window or prompt_len))):
             if n_layers:
-                # this step's share of the prompts' causal attention FLOPs
-                flops = 2 * s.q_heads * s.head_dim_ctx * span * prefill_tokens
-                attn += n_layers * flops / (k.peak("bfloat16") * interp(c, span))
+                attn += n_layers * context_attention_s(k, kvd, s.q_heads * s.head_dim_ctx,
+                                                       span, prefill_tokens)
     # all-reduces (two per layer) and element-wise kernels; each fused all-reduce takes the
     # fused_add_rms_norm after it into its kernel
     ar = 0.0
