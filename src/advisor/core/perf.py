@@ -60,11 +60,11 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     ("hopper", "A"): 0.00213,
     # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.041
     ("hopper", "B"): 0.00213,
-    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.074
+    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.075
     ("blackwell", "A"): 0.00138,
     # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
-    # at TP 1-8, vLLM 0.19.0 and nightly; 0.048
-    ("blackwell", "B"): 0.00172,
+    # at TP 1-8, vLLM 0.19.0 and nightly; 0.047
+    ("blackwell", "B"): 0.00173,
 }
 #: the most tokens a step may schedule and still replay a captured CUDA graph: vLLM's default
 #: capture list stops at min(2 x max_num_seqs, 512) tokens (vllm/config/vllm.py,
@@ -79,10 +79,11 @@ CUDA_GRAPH_MAX_TOKENS = 512
 #: TTFT (92: MiniMax-M2.5 on B300 at TP 1-8; gpt-oss-120b's TTFT is left out, run.py
 #: EAGER_FIT_EXCLUDES) over 0-0.4 ms x 0-40 ms x 0-12 us/token (245 points; 0-0.3 ms and
 #: 0-8 us before a trial optimum sat on both edges; the extension moved nothing: 0.40 ms
-#: scores 0.188, 10 us a token 0.147), the per-step constants refitted at every grid point.
-#: Refitted with each GEMM's memory term at the bytes it moves
-#: (stepmodel.gemm_s): 0.1445 here (TPOT 0.058, TTFT 0.087), the runner-up 0.30 ms + 8 us a
-#: token 0.1452, the point before (0.20 ms, no per-request term) 0.171. Before that change:
+#: scores 0.190, 10 us a token 0.147), the per-step constants refitted at every grid point:
+#: 0.1436 here (TPOT 0.057, TTFT 0.087), the runner-up 0.30 ms + 8 us a token 0.1452. With
+#: each GEMM's memory term at the bytes it moves (stepmodel.gemm_s) and before the all-reduce
+#: curve's latency-bound rule (stepmodel._ar_table): the same point, 0.1445; the point before
+#: (0.20 ms, no per-request term) 0.171. Before the GEMM change:
 #: 0.354 with no host-side term (0.459 after it), 0.178 at the earlier TTFT-only fit's 0.30 ms,
 #: 0.122 at 0.20 ms + 6 us a token (prefill GEMMs of small TP slices charged 3-11x their
 #: measured time). Evidence for the form: aiconfigurator adds the same kind of term, a

@@ -278,15 +278,24 @@ def _ar_log_us(xs: tuple[float, ...], ys: tuple[float, ...], nbytes: float) -> f
     return ys[i - 1] + t * (ys[i] - ys[i - 1])
 
 
+#: log2 of the largest all-reduce message (bytes) still latency-bound: 64 KiB
+AR_LATENCY_BOUND_LOG2 = 16.0
+
+
 def _ar_table(points_by_tp: dict[str, dict[str, float]]) -> dict[int, Curve]:
     out = {}
     for tp, points in points_by_tp.items():
         pts = sorted((math.log2(float(b)), math.log2(float(us))) for b, us in points.items())
-        # keep the curve non-decreasing (small-message noise). Known cost, found by
-        # benchmarks/perf/composition.py: one slow smallest point lifts the sizes after it
-        # (A100 TP 8: 14.9 us at 4 KiB, charged at 16 and 64 KiB too, measured 6.5 and 8.4);
-        # a running minimum instead would hide B200 TP 8's 25.8 us at 256 KiB behind its 17.2
-        # at 1 MiB (B300 measures 26-27 us flat across 256 KiB-4 MiB), README.md item 9
+        # up to 64 KiB an all-reduce is latency-bound (flat in the size): no point there is
+        # charged more than a larger one of that range was measured at, so one slow smallest
+        # point is noise, not the floor (A100 TP 8: 14.9 us at 4 KiB, 6.5 and 8.4 at 16 and
+        # 64 KiB; found by benchmarks/perf/composition.py, README.md item 9)
+        small = [i for i, (x, _) in enumerate(pts) if x <= AR_LATENCY_BOUND_LOG2]
+        for i in reversed(small[:-1]):
+            pts[i] = (pts[i][0], min(pts[i][1], pts[i + 1][1]))
+        # then non-decreasing over every size (noise above it: B200 TP 8's 1 MiB point,
+        # 17.2 us, stays lifted to its 256 KiB one, 25.8, as B300 measures 26-27 us flat
+        # across 256 KiB-4 MiB)
         ys: list[float] = []
         for _, y in pts:
             ys.append(max(y, ys[-1]) if ys else y)
