@@ -292,7 +292,7 @@ def _has_pyarrow() -> bool:
     reason=f"needs the aiconfigurator extract at {AIC} and pyarrow in this venv; see "
     "benchmarks/perf/composition.py",
 )
-@pytest.mark.slow  # every row of 7 GPUs' GEMM and MoE tables through the step model (7 s)
+@pytest.mark.slow  # every row of 7 GPUs' GEMM, MoE, attention and all-reduce tables (8 s)
 def test_composition_report_is_not_stale():
     r = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "perf" / "composition.py"), "--aic", str(AIC)],

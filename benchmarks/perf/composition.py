@@ -26,40 +26,38 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from kernel_curves import KV_BYTES, MIB, MOE_WEIGHT_BYTES, WEIGHT_BYTES, _read
+
 from advisor.catalog import load
 from advisor.core import stepmodel
 
 HERE = Path(__file__).resolve().parent
 SYSTEMS_REL = "aic-core/src/aiconfigurator_core/systems/"
-#: stored bytes per weight of each table dtype (kernel_curves.py WEIGHT_BYTES)
-WEIGHT_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5625,
-                "int4_wo": 0.5625}
 #: the dense curve a MoE table dtype's experts run on (stepmodel.dtypes: weight-only int4 on
 #: the bf16 curve)
 EXPERT_CURVE = {"bfloat16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block",
                 "nvfp4": "nvfp4", "int4_wo": "bfloat16"}
-BANDS = (("m <= 16", 16), ("m 32-256", 256), ("m >= 512", math.inf))
-MIB = 1024 * 1024
-#: the order of the report's band column
-BAND_ORDER = ["m <= 16", "m 32-256", "m >= 512", "KV < 16 MiB", "KV 16-256 MiB",
-              "KV >= 256 MiB", "prompt 512-2k", "prompt 2k-8k", "prompt >= 8k", "< 1 MiB",
-              "1-16 MiB", ">= 16 MiB"]
+#: the size bands of each kernel's report lines: (label, upper bound), in report order
+M_BANDS = (("m <= 16", 16), ("m 32-256", 256), ("m >= 512", math.inf))
+KV_BANDS = (("KV < 16 MiB", 16 * MIB - 1), ("KV 16-256 MiB", 256 * MIB - 1),
+            ("KV >= 256 MiB", math.inf))
+PROMPT_BANDS = (("prompt 512-2k", 2047), ("prompt 2k-8k", 8191), ("prompt >= 8k", math.inf))
+AR_BANDS = (("< 1 MiB", MIB - 1), ("1-16 MiB", 16 * MIB - 1), (">= 16 MiB", math.inf))
+BAND_ORDER = [label for bands in (M_BANDS, KV_BANDS, PROMPT_BANDS, AR_BANDS)
+              for label, _ in bands]
 
 
-def _band(m: int) -> str:
-    return next(name for name, top in BANDS if m <= top)
+def _band(value: float, bands: tuple[tuple[str, float], ...]) -> str:
+    return next(label for label, top in bands if value <= top)
 
 
 def _rows(aic: Path, rel: str, columns: list[str]) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
-
-    path = aic / rel
-    have = [c for c in columns if c in set(pq.read_schema(path).names)]
-    data = pq.read_table(path, columns=have).to_pydict()
-    # older attention tables predate sliding windows: no window_size column, every row full
-    defaults = {c: 0 for c in columns if c not in have}
-    return [{**defaults, **dict(zip(have, vals, strict=True))}
-            for vals in zip(*data.values(), strict=True)]
+    """The table's rows with a measured latency, as dicts (kernel_curves._read: older
+    attention tables get window_size 0)."""
+    data = _read(aic / rel, columns)
+    rows = [dict(zip(columns, vals, strict=True)) for vals in zip(*(data[c] for c in columns),
+                                                                  strict=True)]
+    return [r for r in rows if r["latency"] and r["latency"] > 0]
 
 
 def _paths(entry: dict[str, Any]) -> list[str]:
@@ -67,10 +65,14 @@ def _paths(entry: dict[str, Any]) -> list[str]:
 
 
 def check(aic: Path) -> dict[tuple[str, str, str, str], list[float]]:
-    """(GPU, op, dtype, band) -> log(composed / measured) of every row."""
+    """(GPU, kernel, dtype, band) -> log(composed / measured) of every row."""
     cat = load()
     curves = stepmodel.curves()["gpus"]
     errs: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+
+    def add(key: tuple[str, str, str, str], composed_s: float, latency_ms: float) -> None:
+        errs[key].append(math.log(composed_s / (latency_ms * 1e-3)))
+
     for gpu_id, data in sorted(curves.items()):
         if gpu_id not in cat.gpus or stepmodel.curve_source(cat.gpus[gpu_id]) != gpu_id:
             continue
@@ -80,73 +82,59 @@ def check(aic: Path) -> dict[tuple[str, str, str, str], list[float]]:
                 continue
             for rel in _paths(entry):
                 for r in _rows(aic, rel, ["gemm_dtype", "m", "n", "k", "latency"]):
-                    if (r["gemm_dtype"] != dt or not r["latency"] or r["latency"] <= 0
-                            or min(r["n"], r["k"]) < 256):
-                        continue
-                    t = stepmodel.gemm_s(k, dt, WEIGHT_BYTES[dt], r["n"], r["k"], r["m"])
-                    errs[(gpu_id, "GEMM", dt, _band(r["m"]))].append(
-                        math.log(t / (r["latency"] * 1e-3)))
+                    if r["gemm_dtype"] == dt and min(r["n"], r["k"]) >= 256:
+                        add((gpu_id, "GEMM", dt, _band(r["m"], M_BANDS)),
+                            stepmodel.gemm_s(k, dt, WEIGHT_BYTES[dt], r["n"], r["k"], r["m"]),
+                            r["latency"])
         for dt, entry in sorted((data.get("decode_moe") or {}).items()):
-            if dt not in WEIGHT_BYTES or dt not in stepmodel.MOE_MEASURED:
+            if dt not in EXPERT_CURVE or dt not in stepmodel.MOE_MEASURED:
                 continue
             cols = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
                     "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"]
-            dts = stepmodel.Dtypes(EXPERT_CURVE[dt], WEIGHT_BYTES[dt], EXPERT_CURVE[dt],
-                                   WEIGHT_BYTES[dt], dt)
+            wb = MOE_WEIGHT_BYTES[dt]
+            dts = stepmodel.Dtypes(EXPERT_CURVE[dt], wb, EXPERT_CURVE[dt], wb, dt)
             for rel in _paths(entry):
                 for r in _rows(aic, rel, cols):
                     if (r["moe_dtype"] != dt or r["distribution"] != "balanced"
-                            or r["moe_ep_size"] != 1 or not r["latency"] or r["latency"] <= 0):
+                            or r["moe_ep_size"] != 1):
                         continue
                     m, e = r["num_tokens"], r["num_experts"]
-                    t = stepmodel.fused_moe_s(k, dts, e, r["topk"],
+                    add((gpu_id, "fused MoE", dt, _band(m, M_BANDS)),
+                        stepmodel.fused_moe_s(k, dts, e, r["topk"],
                                               r["inter_size"] / r["moe_tp_size"],
-                                              r["hidden_size"], m, min(e, m * r["topk"]))
-                    errs[(gpu_id, "fused MoE", dt, _band(m))].append(
-                        math.log(t / (r["latency"] * 1e-3)))
-        kv_bytes = {"bfloat16": 2.0, "fp8": 1.0}
+                                              r["hidden_size"], m, min(e, m * r["topk"])),
+                        r["latency"])
         for kd, entry in sorted(data.get("decode_attention", {}).items()):
             cols = ["batch_size", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step",
                     "window_size", "latency"]
             for rel in _paths(entry):
                 for r in _rows(aic, rel, cols):
-                    if (r["kv_cache_dtype"] != kd or r["window_size"] or not r["latency"]
-                            or r["latency"] <= 0):
+                    if r["kv_cache_dtype"] != kd or r["window_size"]:
                         continue
                     hist = r["step"] + 1
-                    nbytes = r["batch_size"] * hist * r["num_key_value_heads"] * r["head_dim"] \
-                        * 2 * kv_bytes[kd]
-                    band = ("KV < 16 MiB" if nbytes < 16 * MIB else "KV 16-256 MiB"
-                            if nbytes < 256 * MIB else "KV >= 256 MiB")
-                    t = stepmodel.decode_attention_s(k, kd, hist, nbytes)
-                    errs[(gpu_id, "decode attention", kd, band)].append(
-                        math.log(t / (r["latency"] * 1e-3)))
+                    nbytes = (r["batch_size"] * hist * r["num_key_value_heads"] * r["head_dim"]
+                              * 2 * KV_BYTES[kd])
+                    add((gpu_id, "decode attention", kd, _band(nbytes, KV_BANDS)),
+                        stepmodel.decode_attention_s(k, kd, hist, nbytes), r["latency"])
         for kd, entry in sorted(data.get("context_attention", {}).items()):
             cols = ["batch_size", "isl", "num_heads", "head_dim", "kv_cache_dtype",
                     "window_size", "latency"]
             for rel in _paths(entry):
                 for r in _rows(aic, rel, cols):
-                    if (r["kv_cache_dtype"] != kd or r["window_size"] or not r["latency"]
-                            or r["latency"] <= 0 or r["isl"] < 512):
+                    if r["kv_cache_dtype"] != kd or r["window_size"] or r["isl"] < 512:
                         continue
                     isl = r["isl"]
-                    band = "prompt 512-2k" if isl < 2048 else "prompt 2k-8k" if isl < 8192 \
-                        else "prompt >= 8k"
-                    t = stepmodel.context_attention_s(k, kd, r["num_heads"] * r["head_dim"],
-                                                      isl, r["batch_size"] * isl)
-                    errs[(gpu_id, "context attention", kd, band)].append(
-                        math.log(t / (r["latency"] * 1e-3)))
-        ar = data.get("allreduce_graph") or {}
-        for rel in _paths(ar):
+                    add((gpu_id, "context attention", kd, _band(isl, PROMPT_BANDS)),
+                        stepmodel.context_attention_s(k, kd, r["num_heads"] * r["head_dim"],
+                                                      isl, r["batch_size"] * isl),
+                        r["latency"])
+        for rel in _paths(data.get("allreduce_graph") or {}):
             for r in _rows(aic, rel, ["num_gpus", "message_size", "latency", "backend"]):
-                if r["backend"] != "vllm_graph" or not r["latency"] or r["latency"] <= 0:
-                    continue
-                nbytes = 2 * r["message_size"]
-                band = ("< 1 MiB" if nbytes < MIB else "1-16 MiB" if nbytes < 16 * MIB
-                        else ">= 16 MiB")
-                t = k.allreduce_s(r["num_gpus"], nbytes)
-                errs[(gpu_id, f"all-reduce TP {r['num_gpus']}", "bfloat16", band)].append(
-                    math.log(t / (r["latency"] * 1e-3)))
+                if r["backend"] == "vllm_graph":
+                    nbytes = 2 * r["message_size"]  # the table counts bf16 elements
+                    add((gpu_id, f"all-reduce TP {r['num_gpus']}", "bfloat16",
+                         _band(nbytes, AR_BANDS)),
+                        k.allreduce_s(r["num_gpus"], nbytes), r["latency"])
     return errs
 
 

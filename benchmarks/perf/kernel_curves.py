@@ -150,7 +150,7 @@ COLUMN_DEFAULTS: dict[str, Any] = {"window_size": 0}
 
 
 def _read(path: Path, columns: list[str]) -> dict[str, list[Any]]:
-    import pyarrow.parquet as pq  # type: ignore[import-not-found,unused-ignore]  # calibration only
+    import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     names = set(pq.read_schema(path).names)
     missing = [c for c in columns if c not in names]

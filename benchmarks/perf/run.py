@@ -218,8 +218,9 @@ EAGER_FIT_EXCLUDES = frozenset({"gpt-oss"})
 #: token (perf.FRONTEND_PER_TOKEN_S). perf.EAGER_OVERLAP_P stays at 1: the first eager fit's
 #: choice over p in {1, 1.25, 1.5, 2, 3, inf}; at the small eager times this grid holds, p = inf
 #: leaves every step as it is (README.md, item 7)
-#: extended to 0.4 ms and 12 us a token when the optimum sat on both edges (0.3 ms, 8 us);
-#: 12 us is inside the 10-21 us a token measured for a serving front end's tokenizer
+#: extended to 0.4 ms and 12 us a token when a trial's optimum (the raw all-reduce medians,
+#: README.md item 9) sat on both edges (0.3 ms, 8 us); 12 us is inside the 10-21 us a token
+#: measured for a serving front end's tokenizer
 HOST_GRID_EAGER_MS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)
 HOST_GRID_FRONTEND_MS = (0.0, 10.0, 20.0, 30.0, 40.0)
 HOST_GRID_TOKEN_US = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0)
