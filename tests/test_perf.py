@@ -64,6 +64,26 @@ def test_more_sequences_more_throughput_and_slower_tokens():
     assert prev.requests_per_s == pytest.approx(prev.output_tokens_per_s / 256, rel=1e-3)
 
 
+def test_median_itl_is_the_step_most_tokens_see():
+    """TPOT is the mean step, prompt-chunk steps included; the median ITL is the plain decode
+    step while those steps are under half of all steps, else the mixed step."""
+    spec, g, f = _setup("llama-3.1-8b", "H100-SXM", ctx=24000)
+    # 7 others each bring ~10 chunks of a 20k prompt every 2k steps: 3.5% of steps are mixed
+    w = Workload(input_len=20000, output_len=2000, concurrency=8)
+    e = estimate(spec, g, f, w)
+    plain = decode_step_s(spec, g, f, 8, 20000 + 2000 / 2)
+    assert e.itl_median_ms == pytest.approx(plain * 1000, rel=1e-3)
+    assert e.itl_median_ms < e.tpot_ms
+    # short outputs after long prompts: most steps carry a chunk, so the median is a mixed step
+    # (39 others bring a prompt every 50 steps, one chunk each: 78% of steps are mixed)
+    e2 = estimate(spec, g, f, Workload(input_len=8000, output_len=50, concurrency=40))
+    assert e2.concurrency == 40
+    assert e2.itl_median_ms > decode_step_s(spec, g, f, 40, 8000 + 50 / 2) * 1000 * 1.5
+    # one sequence: no other prompt ever rides in its steps, so mean and median agree
+    e1 = estimate(spec, g, f, Workload(input_len=20000, output_len=2000, concurrency=1))
+    assert e1.itl_median_ms == pytest.approx(e1.tpot_ms, rel=1e-3)
+
+
 def test_tp_adds_all_reduce_and_pcie_costs_more_than_nvlink():
     spec, sxm, f_sxm = _setup("llama-3.1-70b", "H100-SXM", tp=4)
     _, pcie, f_pcie = _setup("llama-3.1-70b", "H100-PCIe", tp=4)

@@ -70,3 +70,19 @@ def test_prefill_demand_is_littles_law_over_achievable_compute():
     flagged = {r["id"] for r in cal.rows()
                if not cal.skipped(r) and (cal.prefill_demand(r, cat) or 0) > 1.0}
     assert flagged and all(i in cal.demand_table(cat) for i in flagged)
+
+
+def test_a_median_itl_row_is_compared_with_the_median_itl():
+    """Rows that give only a median ITL are predicted by the model's median ITL, rows with a
+    TPOT by its mean TPOT (vLLM's two figures differ under prompt-chunk steps)."""
+    cat = advisor.load_catalog()
+    rows = {r["id"]: r for r in cal.rows()}
+    itl_rows = [i for i, r in rows.items() if cal.median_itl(r)]
+    assert "vllmblog-fp8kv-llama31-8b-h100-c8-bf16kv" in itl_rows
+    assert all(rows[i]["tpot_ms"] is None and rows[i]["stat"] == "median" for i in itl_rows)
+    r = rows["vllmblog-fp8kv-llama31-8b-h100-c8-bf16kv"]
+    as_itl = cal.predict(r, cat, {})["tpot"]
+    as_tpot = cal.predict({**r, "tpot_ms": 15.18}, cat, {})["tpot"]
+    assert not cal.median_itl({**r, "tpot_ms": 15.18})
+    # a 20k prompt every 2k tokens from 7 others: the mean carries their chunks, the median not
+    assert as_itl < as_tpot * 0.95

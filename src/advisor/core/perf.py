@@ -160,6 +160,12 @@ class PerfEstimate(BaseModel):
     decode_bound: str
     e2e_latency_ms: float
     notes: list[str]
+    #: the median inter-token latency (what vLLM's benchmark prints as "Median ITL"): the
+    #: step most tokens see. TPOT is the mean step, which includes the steps that carry a
+    #: prompt's chunks; where fewer than half the steps carry one (every load whose prompts
+    #: are short against their outputs, or few), those steps fall outside the median and
+    #: this is the plain decode step; otherwise the mixed step
+    itl_median_ms: float | None = None
     #: how far to trust TTFT and TPOT (and the throughput derived from TPOT): the perf accuracy
     #: benchmark's error on this GPU family, model family and vLLM release, or "extrapolated"
     confidence: Confidence | None = None
@@ -386,6 +392,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
         # n chunks make n of the steps mixed ones (TPOT is the mean step)
         arrivals = (c - 1) / osl
         tpot = step + arrivals * n * max(0.0, mixed - step)
+        itl = step if arrivals * n < 0.5 else max(step, mixed)
         # TTFT: the step in flight (half of one on average), the wait behind other prompts
         # (M/D/1 on the prefill slots: prompts per step that fit the token budget), own chunks
         per_step = max(1, int((max(1, fit.max_num_batched_tokens) - (c - 1)) // max(1, isl)))
@@ -412,6 +419,8 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
         notes.append(f"pipeline of {pp} stages" + (" across instances" if across_nodes else "")
                      + f": {pp} micro-batches of {mb} sequence(s) in flight")
         tpot = step + pre * (c - 1) / osl if c > 1 else step
+        # the steps a prompt's chunks pass through are the minority below half of all steps
+        itl = step if (c - 1) / osl * math.ceil(isl / chunk_len) < 0.5 else tpot
         ttft = pre + (step if c > 1 else 0.0)
     # the API server's part of the first token: the request and its prompt's tokenization
     ttft += FRONTEND_S + FRONTEND_PER_TOKEN_S * isl
@@ -441,6 +450,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
         2 * spec.param_counts()["active"] * c / (fit.tp * fit.pp)
         / (_peak_tflops(gpu, 2.0, False) * 1e12)) else "compute"
     return PerfEstimate(ttft_ms=round(ttft * 1000, 2), tpot_ms=round(tpot * 1000, 3),
+                        itl_median_ms=round(itl * 1000, 3),
                         output_tokens_per_s=round(out_tps, 2),
                         requests_per_s=round(out_tps / workload.output_len, 4),
                         concurrency=c, decode_bound=bound, e2e_latency_ms=round(e2e * 1000, 1),
