@@ -113,3 +113,31 @@ def test_the_all_reduce_is_the_measured_graph_table():
     # L40S over PCIe Gen4 at TP 4, 64 MiB: the table's 27 ms, 6.7x what the old rule charged
     pcie = stepmodel.kernels(CAT.gpus["L40S"])
     assert pcie.allreduce_s(4, 2**26) > 6 * (25e-6 + 2**26 * 1.5 / 25e9)
+
+
+@pytest.mark.parametrize("gpu", ["B200", "H200", "H100-SXM", "L40S", "A100-80GB-SXM"])
+def test_a_small_kernel_costs_at_least_the_smallest_measured_one(gpu):
+    """Below the decode tables' smallest bin (0.25-0.5 MiB) the time is launch-bound: an
+    element-wise kernel of a few KiB costs what vLLM's static fp8 quant kernel was measured to
+    cost at 1 KiB (1.5-2.0 us; aiconfigurator's quantize tables), or, on a GPU without that
+    table, its decode-GEMM table's smallest bin. The curve's flat efficiency below its first
+    bin would give ~0.2 us at 24 KiB and take the element-wise work of a 62-layer step at
+    batch 4 to ~0. Above the floor the cost grows with the bytes."""
+    from advisor.core import stepmodel
+
+    k = stepmodel.kernels(CAT.gpus[gpu])
+    floor = k.launch_floor_s()
+    quant = (k.fp8_quant or {}).get("static_quant")
+    if quant is not None:
+        assert floor == pytest.approx(2 ** quant[1][0] * 1e-6)
+        assert 1.4e-6 < floor < 2.2e-6
+    else:  # A100: no quantize table, the smallest GEMM bin
+        xs, ys = k.decode_gemm["bfloat16"]
+        assert floor == pytest.approx(2 ** xs[0] * 2**20 / (k.bw * ys[0]))
+    assert stepmodel._transfer_s(k, 24 * 1024) == floor
+    assert stepmodel._transfer_s(k, 1024) == floor
+    assert stepmodel._transfer_s(k, 64 * 2**20) > 4 * floor
+    # the step's element-wise part at one sequence: every layer's kernels at least at the floor
+    spec = advisor.model_spec("llama-3-8b", catalog=CAT)
+    parts = stepmodel.step_cost(spec, k, 1, 1, "auto", 2.0, 1, 512)
+    assert parts.other >= spec.num_layers * (stepmodel.ELEMENTWISE_PER_LAYER - 1) * floor

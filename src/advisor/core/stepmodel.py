@@ -72,7 +72,8 @@ PCIE_X16_GB_S = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
 #: element-wise kernels per decoder layer that no table times, counted from vLLM's Llama/Qwen
 #: forward: two fused_add_rms_norm, rotary_embedding, reshape_and_cache (KV write), silu_and_mul.
 #: Each is charged as a transfer of its activation bytes at the decode-GEMM efficiency of that
-#: many bytes (the tables' small-transfer cost, i.e. mostly launch latency).
+#: many bytes (the tables' small-transfer cost, i.e. mostly launch latency), and no less than
+#: the smallest kernel the tables time (Kernels.launch_floor_s).
 ELEMENTWISE_PER_LAYER = 5
 #: MoE dtypes charged at the measured fused-MoE curves; w4a16_mxfp4 (gpt-oss) pools kernels
 #: vLLM picks between by flags (Marlin, Triton, TRT-LLM) and stays on the dense-curve rule
@@ -204,6 +205,21 @@ class Kernels:
             # scaling is charged no worse than per-tensor fp8 (same bytes)
             eff = max(eff, interp(self.decode_gemm["fp8"], nbytes / MIB))
         return eff
+
+    def launch_floor_s(self) -> float:
+        """The least time of one element-wise kernel: vLLM's static fp8 quant (a one-pass
+        element-wise kernel) at the smallest input its table times, 1 KiB: 2.0 us on B200,
+        1.8 on B300, 1.9 on H200, 2.0 on H100, 1.5 on L40S (kernel_curves.json
+        fp8_activation_quant, aiconfigurator's quantize tables; flat within 10% up to 64 KiB).
+        A GPU without that table takes its decode-GEMM table's smallest bin (0.25-0.5 MiB) at
+        its measured efficiency (2.6-2.8 us on the GPUs that have both). Below its first bin the
+        decode-GEMM curve's efficiency is flat, so without this floor a kernel's time would
+        shrink with its bytes to zero (a 24 KiB element-wise kernel at 0.2 us on B200)."""
+        c = (self.fp8_quant or {}).get("static_quant")
+        if c is not None:
+            return float(2 ** c[1][0]) * 1e-6
+        xs, ys = self.decode_gemm["bfloat16"]
+        return float(2 ** xs[0]) * MIB / (self.bw * ys[0])
 
     def pre_eff(self, dtype: str, m: float, wbytes: float | None = None) -> float:
         """Prefill GEMM efficiency at m tokens; with ``wbytes`` (the per-GPU weight matrix's
@@ -559,8 +575,9 @@ def _moe_eff(k: Kernels, dtype: str, nbytes: float) -> float:
 
 
 def _transfer_s(k: Kernels, nbytes: float) -> float:
-    """A small memory-bound kernel moving ``nbytes`` (element-wise, KV writes)."""
-    return nbytes / (k.bw * k.dec_eff("bfloat16", nbytes))
+    """A small memory-bound kernel moving ``nbytes`` (element-wise, KV writes), never faster
+    than the smallest transfer the tables time (:meth:`Kernels.launch_floor_s`)."""
+    return max(nbytes / (k.bw * k.dec_eff("bfloat16", nbytes)), k.launch_floor_s())
 
 
 @dataclass(frozen=True)
