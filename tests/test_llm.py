@@ -74,11 +74,45 @@ def test_nested_text_config_is_read():
       "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 128}}}},
      "compressed-tensors-w4", 0.5 + 2 / 128),
     ({"quant_method": "mxfp4"}, "mxfp4", 4.25 / 8),
+    # a ModelOpt NVFP4 export (config.json form, and hf_quant_config's nested form)
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4", 4.5 / 8),
+    ({"quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4"}}, "nvfp4", 4.5 / 8),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"}, "modelopt", 1.0),
 ])
 def test_quantization_bytes_per_weight(qcfg, method, bpw):
     cfg = {**CAT.model_configs["llama-3-8b"], "quantization_config": qcfg}
     q = spec_from_config(cfg).quantization
     assert q is not None and q.method == method and q.bytes_per_weight == pytest.approx(bpw)
+
+
+def test_moe_checkpoints_that_leave_attention_unquantized_quantize_the_experts_only():
+    """Kimi-K2.5's int4 (compressed-tensors ignore: self_attn, shared experts, dense MLP) and
+    NVIDIA's NVFP4 MoE exports (exclude_modules: self_attn) quantize the experts alone: the
+    attention's weights are sized at bf16. A dense model's MLP is quantized whatever its
+    attention is, and a list without the attention keeps every linear layer quantized."""
+    moe = CAT.model_configs["mixtral-8x7b"]
+    dense = CAT.model_configs["llama-3-8b"]
+    ct = {"quant_method": "compressed-tensors",
+          "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 32}}},
+          "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*"]}
+    fp4 = {"quant_method": "modelopt", "quant_algo": "NVFP4",
+           "exclude_modules": ["lm_head", "model.layers.0.self_attn*"]}
+    for q in (ct, fp4):
+        assert spec_from_config({**moe, "quantization_config": q}).quantization.scope == "experts"
+        assert spec_from_config({**dense, "quantization_config": q}).quantization.scope == "linear"
+        only_head = {**q, "ignore": ["lm_head"], "exclude_modules": ["lm_head"]}
+        assert spec_from_config({**moe, "quantization_config": only_head}
+                                ).quantization.scope == "linear"
+    # experts-only keeps the attention's bytes: more weights than every layer at 4 bits
+    from advisor.core.engine import profile
+    from advisor.core.sizing import FitRequest, fit
+    req = FitRequest(gpu_memory_gib=80, gpu_name="H100", tp=2, max_model_len=4096)
+    exp = fit(spec_from_config({**moe, "quantization_config": fp4}), req, profile())
+    lin = fit(spec_from_config({**moe, "quantization_config": {**fp4, "exclude_modules": []}}),
+              req, profile())
+    assert exp.weights_gib > lin.weights_gib
+    # and --quantization nvfp4 is a method advisor sizes
+    assert spec_from_config(dense, quantization="nvfp4").quantization.bytes_per_weight == 0.5625
 
 
 def test_unknown_quantization_and_missing_fields_are_named():

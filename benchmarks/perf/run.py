@@ -66,7 +66,14 @@ def _spec(config: str, quant: str | None) -> ModelSpec:
     spec = advisor.spec_from_config(json.loads((HERE / "configs" / f"{config}.json").read_text()),
                                     config)
     if quant:
-        spec = spec.model_copy(update={"quantization": QUANT[quant]})
+        q = QUANT[quant]
+        if quant == "nvfp4" and spec.moe is not None:
+            # NVIDIA's NVFP4 MoE checkpoints leave the attention (and the router) in bf16:
+            # nvidia/MiniMax-M2.5-NVFP4's hf_quant_config.json excludes every self_attn; the
+            # Kimi NVFP4 exports keep MLA, the shared expert and the dense layer in bf16
+            # (model.py _scope; benchmarks/perf/README.md item 12)
+            q = q.model_copy(update={"scope": "experts"})
+        spec = spec.model_copy(update={"quantization": q})
     return spec
 
 

@@ -304,6 +304,14 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
     method = str(override or q.get("quant_method") or "").lower()
     if not method or method in ("none", "auto"):
         return None
+    raw_nested = q.get("quantization")
+    nested: dict[str, Any] = raw_nested if isinstance(raw_nested, dict) else {}
+    algo = str(q.get("quant_algo") or nested.get("quant_algo") or "").upper()
+    if method in ("nvfp4", "modelopt_fp4") or (method == "modelopt" and "FP4" in algo):
+        # NVFP4: 4-bit E2M1 values and one FP8 scale per 16 (4.5 bits a weight; the
+        # per-tensor FP32 scale is negligible). A ModelOpt export says so in quant_algo; read
+        # as "modelopt" alone it was sized as FP8, 1.78x its weights
+        return Quantization(method="nvfp4", bytes_per_weight=4.5 / 8, scope=_scope(cfg, q))
     if method in ("fp8", "fbgemm_fp8", "modelopt"):
         return Quantization(method=method, bytes_per_weight=1.0)
     if method == "mxfp4":
@@ -328,13 +336,31 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
                          limit="group_size") or None
             gsize = gsize if gsize and gsize > 0 else None
             extra = (2 / gsize) if gsize else 0.0
-            return Quantization(method=f"{method}-w{bits}", bytes_per_weight=bits / 8 + extra)
+            return Quantization(method=f"{method}-w{bits}", bytes_per_weight=bits / 8 + extra,
+                                scope=_scope(cfg, q))
         return Quantization(method=method, bytes_per_weight=bits / 8)
     if method in ("int8", "w8a8"):
         return Quantization(method=method, bytes_per_weight=1.0)
     raise ModelConfigError(
         f"quantization {method!r} is not one advisor can size",
-        hint="known: fp8, awq, gptq, compressed-tensors (w8a8, w4a16), mxfp4, bitsandbytes")
+        hint="known: fp8, nvfp4 (ModelOpt), awq, gptq, compressed-tensors (w8a8, w4a16), mxfp4, "
+             "bitsandbytes")
+
+
+def _scope(cfg: dict[str, Any], q: dict[str, Any]) -> Literal["linear", "experts"]:
+    """Which linear layers a checkpoint quantizes: an MoE model whose quantization leaves the
+    attention out (compressed-tensors ``ignore``, ModelOpt ``exclude_modules``) quantizes its
+    experts only. moonshotai/Kimi-K2.5 ignores lm_head, self_attn, shared_experts and the
+    dense layers' MLP (int4 on the routed experts); nvidia/MiniMax-M2.5-NVFP4 excludes
+    self_attn and the router (huggingface.co/nvidia/MiniMax-M2.5-NVFP4, hf_quant_config.json).
+    A dense model keeps "linear": its MLP is quantized whatever the attention is."""
+    raw_nested = q.get("quantization")
+    nested: dict[str, Any] = raw_nested if isinstance(raw_nested, dict) else {}
+    raw = q.get("ignore") or q.get("exclude_modules") or nested.get("exclude_modules")
+    names = [str(x) for x in raw[:100_000]] if isinstance(raw, list) else []
+    moe = any(isinstance(cfg.get(k), int) and cfg[k] > 1
+              for k in ("num_local_experts", "num_experts", "n_routed_experts"))
+    return "experts" if moe and any("self_attn" in n for n in names) else "linear"
 
 
 def _factor(rope: dict[str, Any] | None, name: str) -> float | None:

@@ -58,14 +58,14 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     # 4.06 ms (3.87 ms since the element-wise launch floor), absorbing a TP-1 kernel error
     # that the same shape shows in band B (run.py POOLED; adopted after the first report
     # look, both figures in benchmarks/perf/README.md)
-    ("hopper", "A"): 0.00197,
+    ("hopper", "A"): 0.00196,
     # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.044
-    ("hopper", "B"): 0.00197,
+    ("hopper", "B"): 0.00196,
     # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.071
-    ("blackwell", "A"): 0.00133,
+    ("blackwell", "A"): 0.00134,
     # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
     # at TP 1-8, vLLM 0.19.0 and nightly; 0.048
-    ("blackwell", "B"): 0.00170,
+    ("blackwell", "B"): 0.00176,
 }
 #: the most tokens a step may schedule and still replay a captured CUDA graph: vLLM's default
 #: capture list stops at min(2 x max_num_seqs, 512) tokens (vllm/config/vllm.py,
@@ -81,7 +81,9 @@ CUDA_GRAPH_MAX_TOKENS = 512
 #: EAGER_FIT_EXCLUDES) over 0-0.4 ms x 0-40 ms x 0-12 us/token (245 points; 0-0.3 ms and
 #: 0-8 us before a trial optimum sat on both edges; the extension moved nothing: 0.40 ms
 #: scores 0.190, 10 us a token 0.147), the per-step constants refitted at every grid point:
-#: 0.1436 here (TPOT 0.057, TTFT 0.087), the runner-up 0.30 ms + 8 us a token 0.1452. With
+#: 0.1392 here (TPOT 0.060, TTFT 0.080), the runner-up 0.30 ms + 6 us a token 0.1397, the
+#: point before 0.20 ms + 10 ms + 6 us 0.1415 (it was the optimum, 0.1436 / 0.1437, until the
+#: MoE checkpoints' bf16 attention, model._scope, benchmarks/perf/README.md item 12). With
 #: each GEMM's memory term at the bytes it moves (stepmodel.gemm_s) and before the all-reduce
 #: curve's latency-bound rule (stepmodel._ar_table): the same point, 0.1445; the point before
 #: (0.20 ms, no per-request term) 0.171. Before the GEMM change:
@@ -91,7 +93,7 @@ CUDA_GRAPH_MAX_TOKENS = 512
 #: per-layer "CPU-side dispatch overhead" on every vLLM prefill, in full (p = 1), at 0.8 ms a
 #: layer calibrated on its own silicon corpus and its own kernel composition (aic-core
 #: sdk/backends/vllm_backend.py, _prefill_dispatch_overhead_ms, @095f58a5).
-EAGER_LAYER_S = 0.0002
+EAGER_LAYER_S = 0.0003
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)
 STEP_CONSTANT_FAMILY: dict[str, str] = {"blackwell": "blackwell", "blackwell-ultra": "blackwell"}
@@ -298,11 +300,13 @@ EAGER_OVERLAP_P = 1.0
 #: 8.4-12.2 ms above vLLM's own time_to_first_token metric at 512-token prompts
 #: (vllm-project/vllm PR #54628, 2026); tokenization at 10-21 us a token in a serving front end
 #: (tenstorrent/tt-inference-server issue #2173); a faster tokenizer alone cuts vLLM's TTFT by
-#: 10-20% (vllm-project/vllm PR #44399). FITTED with :data:`EAGER_LAYER_S` (see there): per
-#: request 10 ms and 6 us a prompt token (15.5 ms for InferenceX's mean 1k prompt of 922
-#: tokens, 54 ms for its mean 8k prompt of 7,373); the 10 ms sits in PR #54628's 8.4-12.2 ms
-FRONTEND_S = 0.010
-FRONTEND_PER_TOKEN_S = 6e-6
+#: 10-20% (vllm-project/vllm PR #44399). FITTED with :data:`EAGER_LAYER_S` (see there): no
+#: per-request term and 8 us a prompt token (7.4 ms for InferenceX's mean 1k prompt of 922
+#: tokens, 59 ms for its mean 8k prompt of 7,373; the fit split has only those two lengths,
+#: so a per-request and a per-token term trade against each other: 10 ms + 6 us, inside PR
+#: #54628's 8.4-12.2 ms, scores 0.1415 against 0.1392 here)
+FRONTEND_S = 0.0
+FRONTEND_PER_TOKEN_S = 8e-6
 
 
 def with_host(gpu_s: float, host_s: float) -> float:
