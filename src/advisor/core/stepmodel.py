@@ -73,7 +73,7 @@ PCIE_X16_GB_S = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
 #: forward: two fused_add_rms_norm, rotary_embedding, reshape_and_cache (KV write), silu_and_mul.
 #: Each is charged as a transfer of its activation bytes at the decode-GEMM efficiency of that
 #: many bytes (the tables' small-transfer cost, i.e. mostly launch latency), and no less than
-#: the smallest kernel the tables time (Kernels.launch_floor_s).
+#: one element-wise kernel's measured least time (Kernels.launch_floor_s).
 ELEMENTWISE_PER_LAYER = 5
 #: MoE dtypes charged at the measured fused-MoE curves; w4a16_mxfp4 (gpt-oss) pools kernels
 #: vLLM picks between by flags (Marlin, Triton, TRT-LLM) and stays on the dense-curve rule
@@ -576,7 +576,7 @@ def _moe_eff(k: Kernels, dtype: str, nbytes: float) -> float:
 
 def _transfer_s(k: Kernels, nbytes: float) -> float:
     """A small memory-bound kernel moving ``nbytes`` (element-wise, KV writes), never faster
-    than the smallest transfer the tables time (:meth:`Kernels.launch_floor_s`)."""
+    than one element-wise kernel's measured least time (:meth:`Kernels.launch_floor_s`)."""
     return max(nbytes / (k.bw * k.dec_eff("bfloat16", nbytes)), k.launch_floor_s())
 
 
