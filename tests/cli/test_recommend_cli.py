@@ -47,6 +47,21 @@ def test_perf_json(cli):
     assert v["concurrency"] == 16 and v["output_tokens_per_s"] > 0
 
 
+def test_perf_prints_the_median_itl_beside_the_mean_tpot(cli):
+    """Under long prompts from the others (20k in / 2k out, 8 at once) the mean TPOT carries
+    the prompt-chunk steps and the median ITL does not: both printed, as vLLM bench prints
+    both, and the JSON has the field."""
+    args = ["perf", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--input-len", "20000",
+            "--output-len", "2000", "--concurrency", "8", "--ctx", "24000"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    lines = {ln.split("  ")[0]: ln for ln in r.stdout.splitlines()}
+    assert "median ITL" in lines and "TPOT" in lines
+    v = json.loads(cli(*args, "--json").stdout)
+    assert v["itl_median_ms"] < v["tpot_ms"]
+    assert f"{v['itl_median_ms']:.1f}" in lines["median ITL"]
+
+
 @pytest.mark.parametrize("args,needles", [
     (["recommend", "-m", "llama-3-7b", "--ctx", "8192"], ["unknown model", "llama-3-8b"]),
     (["recommend", "-m", "llama-3-8b", "--ctx", "8192", "--input-len", "-1"], ["positive"]),

@@ -78,6 +78,8 @@ def perf_cmd(
     out.pairs(f"{model} on {tp} x {cat.gpu(gpu).id}, {input_len} in / {output_len} out, "
               f"{est.concurrency} concurrent", [
                   ("TTFT", out.ms(est.ttft_ms) + " ms"), ("TPOT", out.ms(est.tpot_ms) + " ms"),
+                  # vLLM bench prints both: the mean step, and the step most tokens see
+                  ("median ITL", out.ms(est.itl_median_ms or est.tpot_ms) + " ms"),
                   ("output tokens/s", out.num(est.output_tokens_per_s)),
                   ("requests/s", out.num(est.requests_per_s, 2)),
                   ("decode is", f"{est.decode_bound}-bound"),
