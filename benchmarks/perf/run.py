@@ -48,9 +48,16 @@ BAND_RELEASE = {"A": "0.11.0", "B": "0.16.0"}
 #: NVIDIA ModelOpt checkpoint (nvidia/Llama-3.x-70B-Instruct-FP8 in InferenceX's scripts,
 #: nvidia/Llama-3.1-8B-Instruct-FP8 in the NVIDIA-internal rows: hf_quant_config quant_algo
 #: FP8, static per-tensor activation scales), so it is sized as vLLM's "modelopt" method
-QUANT = {"nvfp4": Quantization(method="nvfp4", bytes_per_weight=0.5625),
-         "fp8": Quantization(method="modelopt", bytes_per_weight=1.0),
+QUANT = {"fp8": Quantization(method="modelopt", bytes_per_weight=1.0),
          "fp8_block": Quantization(method="fp8_block", bytes_per_weight=1.0 + 4 / 128**2)}
+#: the "nvfp4" rows' checkpoints are NVIDIA ModelOpt NVFP4 exports, read by advisor's own config
+#: parser (model._quantization, _scope) from this quantization_config: the MoE ones exclude
+#: every self_attn (nvidia/MiniMax-M2.5-NVFP4's hf_quant_config.json; the Kimi NVFP4 exports
+#: keep MLA, the shared expert and the dense layer in bf16: benchmarks/perf/README.md item 12),
+#: the dense Llama ones only lm_head; a dense model's MLP is quantized either way, so the one
+#: config gives each its split
+NVFP4_CONFIG = {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                "exclude_modules": ["lm_head", "model.layers.*.self_attn*"]}
 
 
 _catalog = functools.cache(advisor.load_catalog)
@@ -63,17 +70,13 @@ def groups() -> list[dict[str, Any]]:
 
 @functools.cache
 def _spec(config: str, quant: str | None) -> ModelSpec:
-    spec = advisor.spec_from_config(json.loads((HERE / "configs" / f"{config}.json").read_text()),
-                                    config)
-    if quant:
-        q = QUANT[quant]
-        if quant == "nvfp4" and spec.moe is not None:
-            # NVIDIA's NVFP4 MoE checkpoints leave the attention (and the router) in bf16:
-            # nvidia/MiniMax-M2.5-NVFP4's hf_quant_config.json excludes every self_attn; the
-            # Kimi NVFP4 exports keep MLA, the shared expert and the dense layer in bf16
-            # (model.py _scope; benchmarks/perf/README.md item 12)
-            q = q.model_copy(update={"scope": "experts"})
-        spec = spec.model_copy(update={"quantization": q})
+    cfg = json.loads((HERE / "configs" / f"{config}.json").read_text())
+    if quant == "nvfp4":  # where the parser reads it: a nested text_config's wins
+        where = cfg["text_config"] if "quantization_config" in cfg.get("text_config", {}) else cfg
+        where["quantization_config"] = NVFP4_CONFIG
+    spec = advisor.spec_from_config(cfg, config)
+    if quant in QUANT:
+        spec = spec.model_copy(update={"quantization": QUANT[quant]})
     return spec
 
 
