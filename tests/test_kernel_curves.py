@@ -300,3 +300,56 @@ def test_composition_report_is_not_stale():
     assert r.returncode == 0, r.stderr
     shipped = (ROOT / "benchmarks" / "perf" / "COMPOSITION.md").read_text()
     assert shipped.endswith(r.stdout), "COMPOSITION.md is stale: run composition.py --write"
+
+
+@pytest.mark.parametrize(("tp", "tokens", "measured_ms", "lo", "hi"), [
+    # aiconfigurator h200_sxm/moe/vllm/0.24.0/moe_perf.parquet @ 095f58a5, kernel_source
+    # vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic: gpt-oss-120b's experts
+    # (hidden 2880, 128 x 2880, top 4), w4a16_mxfp4, balanced routing, EP 1. Prefill chunks
+    # take the table (the dense rule gave 0.53 / 0.75 / 0.45 / 0.50 of these; the pooled
+    # tokens-per-expert grid leaves +4..+36% at this shape); decode steps keep the dense rule,
+    # below the table by choice (stepmodel.MOE_PREFILL_ONLY: the fit split's end-to-end rows
+    # are faster than the table's decode kernel)
+    (1, 1024, 0.843, 0.85, 1.4), (1, 16384, 5.884, 0.85, 1.4), (8, 1024, 0.172, 0.85, 1.4),
+    (8, 16384, 1.101, 0.85, 1.4), (1, 4, 0.116, 0.3, 0.7), (1, 64, 0.665, 0.3, 0.7)])
+def test_gpt_oss_prefill_on_hopper_takes_its_own_measured_kernel(tp, tokens, measured_ms,
+                                                                 lo, hi):
+    """On a GPU without FP4 tensor cores a prefill step's gpt-oss MXFP4 experts are charged at
+    the measured curve of gpt-oss's own MoE method (not pooled with compressed-tensors' Marlin
+    kernel); on Blackwell vLLM picks the kernel by flags, so the experts stay on the dense
+    nvfp4 rule (moe "mxfp4", unmeasured)."""
+    from advisor.catalog import load
+    from advisor.core import stepmodel
+    from advisor.core.model import spec_from_config
+
+    cfg = json.loads((ROOT / "benchmarks" / "perf" / "configs"
+                      / "openai--gpt-oss-120b.json").read_text())
+    spec = spec_from_config(cfg, "gpt-oss-120b")
+    gpus = load().gpus
+    k = stepmodel.kernels(gpus["H200"])
+    dt = stepmodel.dtypes(spec, k)
+    assert (dt.moe, dt.experts) == ("w4a16_mxfp4", "bfloat16")
+    assert stepmodel.dtypes(spec, stepmodel.kernels(gpus["B200"])).moe == "mxfp4"
+    ms = stepmodel.fused_moe_s(k, dt, 128, 4, 2880 / tp, 2880, tokens,
+                               min(128, tokens * 4)) * 1e3
+    assert measured_ms * lo <= ms <= measured_ms * hi
+
+
+def test_only_gpt_oss_own_mxfp4_method_enters_the_w4a16_mxfp4_curve():
+    """The 0.24.0 Hopper tables time two w4a16_mxfp4 methods; the compressed-tensors Marlin
+    one is not what a gpt-oss checkpoint runs, so it stays out; other dtypes pool."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "perf"))
+    try:
+        from kernel_curves import moe_source_kept
+    finally:
+        sys.path.pop(0)
+    assert moe_source_kept("w4a16_mxfp4",
+                           "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic")
+    assert moe_source_kept("w4a16_mxfp4", "vllm_mxfp4_moe")
+    assert not moe_source_kept("w4a16_mxfp4",
+                               "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts")
+    assert not moe_source_kept("w4a16_mxfp4", "")
+    assert moe_source_kept("fp8_block", "vllm_fp8moe_triton_tritonexperts")
+    curve = json.loads(SHIPPED.read_text())["gpus"]["H200"]["decode_moe"]["w4a16_mxfp4"]
+    assert "gptossmxfp4moe" in json.loads(SHIPPED.read_text())["definitions"]["decode_moe"]
+    assert curve["tables"][0]["rows_used"] == 60  # gpt-oss's method only (pooled: 85)

@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kernel_curves import KV_BYTES, MIB, MOE_WEIGHT_BYTES, WEIGHT_BYTES, _read
+from kernel_curves import KV_BYTES, MIB, MOE_WEIGHT_BYTES, WEIGHT_BYTES, _read, moe_source_kept
 
 from advisor.catalog import load
 from advisor.core import stepmodel
@@ -36,7 +36,7 @@ SYSTEMS_REL = "aic-core/src/aiconfigurator_core/systems/"
 #: the dense curve a MoE table dtype's experts run on (stepmodel.dtypes: weight-only int4 on
 #: the bf16 curve)
 EXPERT_CURVE = {"bfloat16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block",
-                "nvfp4": "nvfp4", "int4_wo": "bfloat16"}
+                "nvfp4": "nvfp4", "int4_wo": "bfloat16", "w4a16_mxfp4": "bfloat16"}
 #: the size bands of each kernel's report lines: (label, upper bound), in report order
 M_BANDS = (("m <= 16", 16), ("m 32-256", 256), ("m >= 512", math.inf))
 KV_BANDS = (("KV < 16 MiB", 16 * MIB - 1), ("KV 16-256 MiB", 256 * MIB - 1),
@@ -89,14 +89,18 @@ def check(aic: Path) -> dict[tuple[str, str, str, str], list[float]]:
         for dt, entry in sorted((data.get("decode_moe") or {}).items()):
             if dt not in EXPERT_CURVE or dt not in stepmodel.MOE_MEASURED:
                 continue
+            if dt == "w4a16_mxfp4" and "nvfp4" in k.decode_gemm:
+                continue  # FP4 tensor cores: stepmodel.dtypes keeps gpt-oss on the dense rule
             cols = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
-                    "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"]
+                    "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency",
+                    "kernel_source"]
             wb = MOE_WEIGHT_BYTES[dt]
             dts = stepmodel.Dtypes(EXPERT_CURVE[dt], wb, EXPERT_CURVE[dt], wb, dt)
             for rel in _paths(entry):
                 for r in _rows(aic, rel, cols):
                     if (r["moe_dtype"] != dt or r["distribution"] != "balanced"
-                            or r["moe_ep_size"] != 1):
+                            or r["moe_ep_size"] != 1
+                            or not moe_source_kept(dt, r["kernel_source"])):
                         continue
                     m, e = r["num_tokens"], r["num_experts"]
                     add((gpu_id, "fused MoE", dt, _band(m, M_BANDS)),

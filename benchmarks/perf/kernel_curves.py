@@ -146,7 +146,7 @@ def _load_yaml(path: Path) -> Any:
 
 
 # Columns that older tables lack, with the value they imply (full attention).
-COLUMN_DEFAULTS: dict[str, Any] = {"window_size": 0}
+COLUMN_DEFAULTS: dict[str, Any] = {"window_size": 0, "kernel_source": ""}
 
 
 def _read(path: Path, columns: list[str]) -> dict[str, list[Any]]:
@@ -592,26 +592,47 @@ MOE_PEAK_KEY = {"bfloat16": "bfloat16_tc_flops", "fp8": "fp8_tc_flops",
                 "w4a16_mxfp4": "bfloat16_tc_flops", "int4_wo": "bfloat16_tc_flops",
                 "w4a8_mxfp4_mxfp8": "fp8_tc_flops"}
 MOE_TOKENS_PER_EXPERT_BINS = [2.0**i for i in range(0, 12)]  # 1 .. 2048
+#: kernel sources kept per MoE dtype (prefixes of the tables' ``kernel_source``); a dtype not
+#: named here pools every source. w4a16_mxfp4 is two vLLM methods in the 0.24.0 tables:
+#: ``vllm_gptossmxfp4moe_*`` (gpt-oss's own ``quant_method: mxfp4`` checkpoints; on H100 and
+#: H200 vLLM picked OpenAI's Triton MXFP4 kernel, ``..._triton_oaitritonmxfp4expertsmonolithic``)
+#: and ``vllm_compressedtensorsw4a4mxfp4moe_marlin_*`` (compressed-tensors MXFP4 checkpoints on
+#: Marlin, timed only at another model's shape: hidden 3584, 896 experts, top 16); the
+#: 0.18.0/0.19.0 tables have one source,
+#: ``vllm_mxfp4_moe`` (the gpt-oss method before the backend was named). Pooled, the curve mixed two
+#: methods at two models' shapes, so only gpt-oss's method is kept: the one advisor's "mxfp4"
+#: (a gpt-oss checkpoint's quant_method) means
+MOE_KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
+    "w4a16_mxfp4": ("vllm_gptossmxfp4moe_", "vllm_mxfp4_moe")}
+
+
+def moe_source_kept(dtype: str, source: str | None) -> bool:
+    """Whether a MoE table row of ``dtype`` timed by ``source`` enters the dtype's curves."""
+    keep = MOE_KERNEL_SOURCES.get(dtype)
+    return keep is None or (source or "").startswith(keep)
 
 
 def _moe(builder: Builder, system: str, spec: dict[str, Any]) -> tuple[dict[str, Any],
                                                                            dict[str, Any]]:
     """Fused-MoE kernels (balanced routing, no expert parallel), every kernel source of a dtype
-    pooled: decode = the touched experts' per-GPU weight bytes (min(E, tokens x topk) experts,
-    3 x hidden x inter / moe_tp each) / latency / mem_bw for tokens <= 16, by those bytes;
-    prefill = 2 x tokens x topk x 3 x hidden x inter / moe_tp / latency / the dtype's dense peak,
-    by tokens per expert (tokens x topk / E), tokens >= 512."""
+    pooled but those :data:`MOE_KERNEL_SOURCES` restricts: decode = the touched experts' per-GPU
+    weight bytes (min(E, tokens x topk) experts, 3 x hidden x inter / moe_tp each) / latency /
+    mem_bw for tokens <= 16, by those bytes; prefill = 2 x tokens x topk x 3 x hidden x inter /
+    moe_tp / latency / the dtype's dense peak, by tokens per expert (tokens x topk / E), tokens >=
+    512."""
     mem_bw = float(spec["mem_bw"])
     cols = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
-            "moe_tp_size", "moe_ep_size", "distribution", "latency"]
+            "moe_tp_size", "moe_ep_size", "distribution", "latency", "kernel_source"]
     dec: dict[str, list[tuple[str, Path, Curve]]] = defaultdict(list)
     pre: dict[str, list[tuple[str, Path, Curve]]] = defaultdict(list)
     for version, path in _tables(builder.sysdir, system, "moe", "moe_perf"):
         t = _read(path, cols)
         dcur: dict[str, Curve] = {}
         pcur: dict[str, Curve] = {}
-        for dt, m, h, inter, k, e, tp, ep, dist, lat in zip(*(t[c] for c in cols), strict=True):
-            if dt not in MOE_WEIGHT_BYTES or dist != "balanced" or ep != 1 or not lat or lat <= 0:
+        for dt, m, h, inter, k, e, tp, ep, dist, lat, src in zip(*(t[c] for c in cols),
+                                                                 strict=True):
+            if (dt not in MOE_WEIGHT_BYTES or dist != "balanced" or ep != 1 or not lat
+                    or lat <= 0 or not moe_source_kept(dt, src)):
                 continue
             dc = dcur.setdefault(dt, Curve())
             pc = pcur.setdefault(dt, Curve())
@@ -724,7 +745,10 @@ def build(aic: Path) -> dict[str, Any]:
             ),
             "decode_moe": (
                 "fused MoE, balanced routing, EP 1, tokens <= 16, every kernel source of the "
-                "dtype pooled: min(E, tokens*topk)*3*hidden*inter/moe_tp*weight_bytes / latency "
+                "dtype pooled except "
+                + "; ".join(f"{k}: only sources starting {' or '.join(v)}"
+                            for k, v in MOE_KERNEL_SOURCES.items())
+                + ": min(E, tokens*topk)*3*hidden*inter/moe_tp*weight_bytes / latency "
                 "/ mem_bw; key = those per-GPU MiB, log2 bin lower edge; weight bytes/elt: "
                 + ", ".join(f"{k} {v:.4g}" for k, v in MOE_WEIGHT_BYTES.items())
             ),

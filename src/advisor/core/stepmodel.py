@@ -75,9 +75,21 @@ PCIE_X16_GB_S = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
 #: many bytes (the tables' small-transfer cost, i.e. mostly launch latency), and no less than
 #: one element-wise kernel's measured least time (Kernels.launch_floor_s).
 ELEMENTWISE_PER_LAYER = 5
-#: MoE dtypes charged at the measured fused-MoE curves; w4a16_mxfp4 (gpt-oss) pools kernels
-#: vLLM picks between by flags (Marlin, Triton, TRT-LLM) and stays on the dense-curve rule
-MOE_MEASURED = frozenset({"bfloat16", "fp8", "fp8_block", "nvfp4", "int4_wo"})
+#: MoE dtypes charged at the measured fused-MoE curves. w4a16_mxfp4 is gpt-oss's own MXFP4
+#: method only (kernel_curves.MOE_KERNEL_SOURCES: OpenAI's Triton kernel on H100/H200 at vLLM
+#: 0.24.0), and :func:`dtypes` uses it only where the GPU has no FP4 tensor cores: on Blackwell
+#: vLLM picks gpt-oss's kernel by flags (FlashInfer TRT-LLM mxfp4 x bf16 or x mxfp8, CUTLASS),
+#: so the experts stay on the dense nvfp4 rule there
+MOE_MEASURED = frozenset({"bfloat16", "fp8", "fp8_block", "nvfp4", "int4_wo", "w4a16_mxfp4"})
+#: measured dtypes whose table is used for steps of >= MOE_PREFILL_TOKENS tokens only; smaller
+#: steps keep the dense-curve rule. w4a16_mxfp4 on H200: at gpt-oss-120b's exact shape the
+#: dense rule charges a prefill chunk 0.53-0.76x the table (TP 1, 1k-16k tokens), and the fit
+#: split's 8k-prompt rows were 10-29% fast; but the table's decode rows (0.5 of HBM bandwidth
+#: at 1 GiB of experts) put the MoE alone of the fit row H200 TP 1, 32 sequences, 1k/8k at
+#: 16.2 ms a step against a measured TPOT of 16.15 ms for the whole step, so the served decode
+#: kernel is faster than the timed one. Fit split (hopper/B, median |log err| of TPOT): dense
+#: rule 0.044, whole table 0.0407, prefill only 0.0372 (benchmarks/perf/README.md, item 13)
+MOE_PREFILL_ONLY = frozenset({"w4a16_mxfp4"})
 #: the prefill_moe curve is measured at >= 512 tokens per call (kernel_curves.py)
 MOE_PREFILL_TOKENS = 512
 #: quantization methods whose fp8 linear layers carry static per-tensor activation scales:
@@ -451,8 +463,9 @@ class Dtypes:
 def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
     """Weight dtype -> curve: bf16/fp16 -> bfloat16; fp8 per-tensor -> fp8; block fp8 (method
     "fp8_block") -> fp8_block; nvfp4 -> nvfp4; mxfp4 experts (gpt-oss) -> nvfp4 where the GPU
-    has FP4 tensor cores, else a weight-only kernel; weight-only formats (AWQ, GPTQ, int4, fp8
-    on a GPU without FP8) run at the bf16 curve's efficiency on their own bytes."""
+    has FP4 tensor cores, else gpt-oss's measured weight-only MXFP4 MoE kernel (w4a16_mxfp4);
+    weight-only formats (AWQ, GPTQ, int4, fp8 on a GPU without FP8) run at the bf16 curve's
+    efficiency on their own bytes."""
     q = spec.quantization
     if q is None:
         return Dtypes("bfloat16", 2.0, "bfloat16", 2.0)
@@ -471,6 +484,8 @@ def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
         d = "weight_only"
     if d not in k.decode_gemm:
         d = "bfloat16"  # weight-only path: bf16 math on the stored bytes
+    elif moe == "w4a16_mxfp4":
+        moe = "mxfp4"  # FP4 tensor cores: a flag-picked kernel, no measured curve (MOE_MEASURED)
     if q.scope == "experts":
         return Dtypes("bfloat16", 2.0, d, q.bytes_per_weight, moe)
     return Dtypes(d, q.bytes_per_weight, d, q.bytes_per_weight, moe,
@@ -523,6 +538,8 @@ def fused_moe_s(k: Kernels, dt: Dtypes, experts: int, topk: int, expert_inter: f
     e_down = touched * expert_inter * h * dt.expert_bytes
     flops = 2 * routed * 3 * h * expert_inter
     dmoe = (k.decode_moe or {}).get(dt.moe) if dt.moe in MOE_MEASURED else None
+    if dt.moe in MOE_PREFILL_ONLY and m < MOE_PREFILL_TOKENS:
+        dmoe = None
     pmoe = (k.prefill_moe or {}).get(dt.moe)
     if dmoe is not None:
         # the measured fused-MoE kernels: the touched experts' bytes at the efficiency of
@@ -565,12 +582,12 @@ def context_attention_s(k: Kernels, kvd: str, heads_x_dim: float, span: float,
 
 
 def _moe_eff(k: Kernels, dtype: str, nbytes: float) -> float:
-    """Bandwidth efficiency of a fused-MoE weight read. No MoE table is extracted yet
-    (KERNELS.md, "What is left"); the dense tables' 4-bit and fp8 GEMMs at m <= 16 top out at
-    0.65-0.77 of HBM bandwidth on Blackwell, below the fit split's gpt-oss-120b B200 rows (a
-    batch-64 step that reads ~53 GB of experts in 10.5 ms end to end: >= 0.68). A fused MoE
-    kernel streams all its experts in one launch, so it is charged the better of its dtype's
-    curve and the bf16 curve at the same bytes."""
+    """Bandwidth efficiency of a fused-MoE weight read where no measured MoE curve applies
+    (MOE_MEASURED, MOE_PREFILL_ONLY; GPUs whose source has no MoE table); the dense tables' 4-bit
+    and fp8 GEMMs at m <= 16 top out at 0.65-0.77 of HBM bandwidth on Blackwell, below the fit
+    split's gpt-oss-120b B200 rows (a batch-64 step that reads ~53 GB of experts in 10.5 ms end to
+    end: >= 0.68). A fused MoE kernel streams all its experts in one launch, so it is charged the
+    better of its dtype's curve and the bf16 curve at the same bytes."""
     return max(k.dec_eff(dtype, nbytes), k.dec_eff("bfloat16", nbytes))
 
 
