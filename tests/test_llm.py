@@ -115,6 +115,36 @@ def test_moe_checkpoints_that_leave_attention_unquantized_quantize_the_experts_o
     assert spec_from_config(dense, quantization="nvfp4").quantization.bytes_per_weight == 0.5625
 
 
+def test_a_modelopt_checkpoints_fp8_kv_cache_is_what_auto_runs_from_vllm_0_14():
+    """A ModelOpt export that states kv_cache_quant_algo FP8 (NVIDIA's NVFP4 exports) runs an
+    fp8 KV cache under --kv-cache-dtype auto from vLLM 0.14 (PR #30785, engine.Rule): its KV
+    bytes per token are half the bf16 ones and a note says why; before 0.14, or without the
+    key, or with an explicit dtype, auto is the model's dtype as before."""
+    from advisor.core.engine import profile
+    from advisor.core.sizing import FitRequest, fit
+    base = CAT.model_configs["llama-3-8b"]
+    fp4 = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    with_kv = spec_from_config({**base, "quantization_config": {**fp4,
+                                                                 "kv_cache_quant_algo": "FP8"}})
+    nested = spec_from_config({**base, "quantization_config": {
+        "quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4",
+                                                     "kv_cache_quant_algo": "FP8"}}})
+    without = spec_from_config({**base, "quantization_config": fp4})
+    not_modelopt = spec_from_config({**base, "quantization_config": {
+        "quant_method": "fp8", "kv_cache_quant_algo": "FP8"}})
+    assert with_kv.quantization.kv_cache_dtype == nested.quantization.kv_cache_dtype == "fp8"
+    assert without.quantization.kv_cache_dtype is None
+    assert not_modelopt.quantization.kv_cache_dtype is None
+    req = FitRequest(gpu_memory_gib=80, gpu_name="H100", tp=1, max_model_len=4096)
+    new, old = profile("0.19.0"), profile("0.13.0")
+    f = fit(with_kv, req, new)
+    assert f.kv_cache_dtype == "fp8" and any("kv_cache_quant_algo" in n for n in f.notes)
+    assert f.kv_bytes_per_token * 2 == fit(without, req, new).kv_bytes_per_token
+    assert fit(with_kv, req, old).kv_cache_dtype == "bfloat16"
+    assert fit(with_kv, req.model_copy(update={"kv_cache_dtype": "bfloat16"}),
+               new).kv_cache_dtype == "bfloat16"
+
+
 def test_unknown_quantization_and_missing_fields_are_named():
     cfg = {**CAT.model_configs["llama-3-8b"], "quantization_config": {"quant_method": "zz"}}
     with pytest.raises(ModelConfigError, match="'zz'"):

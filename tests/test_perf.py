@@ -315,6 +315,37 @@ def test_silicon_rows_are_what_the_csv_gives_now():
     assert _bench("silicon").main(["--aic", str(AIC), "--check"]) == 0
 
 
+def test_inferencex_flags_are_the_scripts_at_each_runs_date():
+    """silicon.py reads InferenceX's server flags off the launch script in force on the row's
+    run date, not the newest script (benchmarks/perf/README.md, item 14), and screens the runs
+    whose script passed --enable-expert-parallel for the recorded EP 1. Pinned: changing a
+    window or a flag breaks this test."""
+    sil = _bench("silicon")
+    flags = sil.server_flags
+    # minimaxm2.5_fp8_b200.sh: neither flag until bddbf4031 (2026-04-03), then fp8 + 2 x ISL
+    assert flags("minimax", "B200", "fp8", "2026-03-28T00:00:00.000Z") == ("auto", None)
+    assert flags("minimax", "B200", "fp8", "2026-04-03T00:00:00.000Z") == ("fp8", -1)
+    # minimaxm2.5_fp8_h200.sh set neither at any row's date (fp8 + 32768 came 2026-05-26)
+    assert flags("minimax", "H200", "fp8", "2026-03-01") == ("auto", None)
+    assert flags("kimi", "B200", "fp4", "2026-03-27") == ("auto", None)
+    assert flags("kimi", "B200", "fp4", "2026-04-20") == ("fp8", -1)
+    assert flags("kimi", "B300", "fp4", "2026-04-20") == ("auto", None)
+    assert flags("gpt-oss", "H200", "fp4", None) == ("auto", 8192)
+    assert flags("nobody", "H200", "fp8", None) == ("auto", None)
+
+    def row(system, date, model="MiniMaxAI/MiniMax-M2.5", precision="fp8"):
+        return {"mode": "agg", "system": system, "attention_dp_size": "1", "moe_ep_size": "1",
+                "pp_size": "1", "model_path": model, "precision": precision,
+                "silicon_data_source": f"db-dump/2026-04-27; measured={date}T00:00:00.000Z"}
+    ep = "expert parallel by the launch script"
+    assert ep in (sil.skip_reason(row("b200_sxm", "2026-03-11")) or "")
+    assert sil.skip_reason(row("b200_sxm", "2026-04-03")) is None
+    assert sil.skip_reason(row("h200_sxm", "2026-03-01")) is None
+    assert ep in (sil.skip_reason(row("h200_sxm", "2026-03-27")) or "")
+    assert sil.skip_reason(row("h200_sxm", "2026-03-27", precision="fp4")) is None
+    assert sil.skip_reason(row("h200_sxm", "2026-03-27", "moonshotai/Kimi-K2.5")) is None
+
+
 @pytest.mark.parametrize(("n", "k", "measured_us"), [
     # aiconfigurator b300_sxm/gemm/vllm/0.24.0/gemm_perf.parquet @ 095f58a5, nvfp4, m = 8192:
     # Kimi-K2.5's TP 4 slices (shared expert gate_up and down, o_proj) and a larger matrix

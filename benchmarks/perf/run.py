@@ -55,8 +55,13 @@ QUANT = {"fp8": Quantization(method="modelopt", bytes_per_weight=1.0),
 #: every self_attn (nvidia/MiniMax-M2.5-NVFP4's hf_quant_config.json; the Kimi NVFP4 exports
 #: keep MLA, the shared expert and the dense layer in bf16: benchmarks/perf/README.md item 12),
 #: the dense Llama ones only lm_head; a dense model's MLP is quantized either way, so the one
-#: config gives each its split
-NVFP4_CONFIG = {"quant_method": "modelopt", "quant_algo": "NVFP4",
+#: config gives each its split. kv_cache_quant_algo FP8: NVIDIA's NVFP4 exports state an FP8
+#: KV cache (the Kimi-K2.6 NVFP4 split's reproductions, huggingface.co/decart-ai/
+#: Kimi-K2.7-Code-NVFP4: "with an FP8 KV cache ... the same precision split as
+#: nvidia/Kimi-K2.6-NVFP4"; nvidia/Kimi-K2.5-NVFP4's own file was not read, item 14); vLLM
+#: >= 0.14 runs it under --kv-cache-dtype auto. Only the Kimi rows leave the flag at auto
+#: (silicon.SERVER_FLAGS), so only they depend on it
+NVFP4_CONFIG = {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8",
                 "exclude_modules": ["lm_head", "model.layers.*.self_attn*"]}
 
 

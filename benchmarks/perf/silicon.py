@@ -53,24 +53,65 @@ FIT = {("gpt-oss", "H100-SXM"), ("gpt-oss", "H200"), ("gpt-oss", "B200"),
        ("minimax", "B300")}
 DISAGREE = 0.15
 #: InferenceX's per-GPU server flags (the stated protocol), read off its launch scripts in
-#: github.com/SemiAnalysisAI/InferenceX: benchmarks/70b_fp8_{h100,h200}_slurm.sh and
-#: 70b_{fp8,fp4}_b200_docker.sh as last present (parent of 2582bce4, 2025-10-29), and
-#: benchmarks/single_node/fixed_seq_len/deprecated/{gptoss_fp4,minimaxm2.5_*,kimik2.5_*}_*.sh
-#: at 843c6254. (family, GPU family, precision) -> (kv-cache-dtype, max-num-batched-tokens;
-#: -1 = 2 x ISL, None = not set: vLLM's default). Every script passes --max-num-seqs (the
-#: concurrency, or 512): no cap below the concurrency.
-SERVER_FLAGS: dict[tuple[str, str, str], tuple[str, int | None]] = {
-    ("llama-70b", "hopper", "fp8"): ("fp8", 8192),
-    ("llama-70b", "blackwell", "fp8"): ("fp8", 8192),
-    ("llama-70b", "blackwell", "fp4"): ("fp8", 8192),
-    ("gpt-oss", "hopper", "fp4"): ("auto", 8192),
-    ("gpt-oss", "blackwell", "fp4"): ("fp8", 8192),
-    ("minimax", "hopper", "fp8"): ("fp8", 32768),  # h200; the h100 script sets neither
-    ("minimax", "blackwell", "fp8"): ("fp8", -1),
-    ("minimax", "blackwell", "fp4"): ("fp8", -1),
-    ("kimi", "blackwell", "fp4"): ("fp8", None),
-    ("kimi", "blackwell", "int4"): ("auto", None),
-    ("kimi", "hopper", "int4"): ("auto", None),
+#: github.com/SemiAnalysisAI/InferenceX *as they stood on each row's run date* (the CSV's
+#: ``measured=``): benchmarks/70b_fp8_{h100,h200}_slurm.sh and 70b_{fp8,fp4}_b200_docker.sh as
+#: last present (parent of 2582bce4, 2025-10-29), benchmarks/gptoss_fp4_*.sh (2025-11-02,
+#: 2025-12-08) and benchmarks/single_node/{gptoss_fp4,minimaxm2.5_*,kimik2.5_*}_*.sh (2026).
+#: (family, GPU, precision) -> ((first run date a script version holds for, (kv-cache-dtype,
+#: max-num-batched-tokens; -1 = 2 x ISL, None = not set: vLLM's default)), ...), oldest first.
+#: Every script passes --max-num-seqs (the concurrency, or 512): no cap below the concurrency.
+#: Until item 14 (benchmarks/perf/README.md) the 2026 flags were read off the newest scripts
+#: (843c6254) for every date; where a script changed between the rows' dates:
+#: - minimaxm2.5_fp8_h200.sh sets neither flag from a36346339 (2026-03-01) until 8014ee637
+#:   (2026-05-26, after every row): fp8 KV and 32768 were the later recipe's;
+#: - minimaxm2.5_fp8_b200.sh sets neither until bddbf4031 (2026-04-03, "B200 Minimax FP8 vllm
+#:   upgrade", the v0.19.0 image's first run), fp8 KV and 2 x ISL from then;
+#: - kimik2.5_fp4_b200.sh sets neither until 6c3acebfa (2026-04-20), fp8 KV and 2 x ISL from
+#:   then; kimik2.5_fp4_b300.sh (f34a83b25, 2026-04-20, the only version at the rows' dates)
+#:   sets neither.
+_LLAMA = (("", ("fp8", 8192)),)
+_NONE = (("", ("auto", None)),)
+SERVER_FLAGS: dict[tuple[str, str, str], tuple[tuple[str, tuple[str, int | None]], ...]] = {
+    ("llama-70b", "H100-SXM", "fp8"): _LLAMA,
+    ("llama-70b", "H200", "fp8"): _LLAMA,
+    ("llama-70b", "B200", "fp8"): _LLAMA,
+    ("llama-70b", "B200", "fp4"): _LLAMA,
+    ("gpt-oss", "H100-SXM", "fp4"): (("", ("auto", 8192)),),
+    ("gpt-oss", "H200", "fp4"): (("", ("auto", 8192)),),
+    ("gpt-oss", "B200", "fp4"): (("", ("fp8", 8192)),),
+    ("minimax", "H100-SXM", "fp8"): _NONE,
+    ("minimax", "H200", "fp8"): _NONE,
+    ("minimax", "B200", "fp8"): (("", ("auto", None)), ("2026-04-03", ("fp8", -1))),
+    ("minimax", "B200", "fp4"): (("", ("fp8", -1)),),
+    ("minimax", "B300", "fp8"): (("", ("fp8", -1)),),
+    ("minimax", "B300", "fp4"): (("", ("fp8", -1)),),
+    ("kimi", "B200", "fp4"): (("", ("auto", None)), ("2026-04-20", ("fp8", -1))),
+    ("kimi", "B300", "fp4"): _NONE,
+    ("kimi", "B200", "int4"): _NONE,
+    ("kimi", "H200", "int4"): _NONE,
+}
+
+
+def server_flags(family: str, gpu: str, precision: str,
+                 measured: str | None) -> tuple[str, int | None]:
+    """The (kv-cache-dtype, max-num-batched-tokens) of the script version in force on the
+    row's run date (``measured``, YYYY-MM-DD...); a row without a date takes the newest."""
+    flags: tuple[str, int | None] = ("auto", None)
+    for since, f in SERVER_FLAGS.get((family, gpu, precision), ()):
+        if measured is None or measured[:10] >= since:
+            flags = f
+    return flags
+
+
+#: rows whose launch script passed --enable-expert-parallel although the CSV records EP 1:
+#: minimaxm2.5_fp8_{h200,b200}.sh tested ``[ "$EP_SIZE" -ge 1 ]``, which holds for the
+#: workflow's default EP_SIZE 1 (utils/matrix_logic/generate_sweep_configs.py: "ep: 1 #
+#: Default"), so every TP run was an EP run: h200 from 5e2c705d3 (2026-03-13) until 8014ee637
+#: (2026-05-26) made it ``-gt 1``, b200 from its first version f342df18e (2026-03-11) until
+#: bddbf4031 (2026-04-03). (family, GPU, precision) -> [first run date, first date without)
+EXPERT_PARALLEL_BY_SCRIPT: dict[tuple[str, str, str], tuple[str, str]] = {
+    ("minimax", "H200", "fp8"): ("2026-03-13", "2026-05-26"),
+    ("minimax", "B200", "fp8"): ("2026-03-11", "2026-04-03"),
 }
 
 #: InferenceX's fused all-reduce + RMSNorm flags (stated protocol), read off the same scripts at
@@ -139,6 +180,12 @@ def skip_reason(r: dict[str, str]) -> str | None:
     if (r["attention_dp_size"] or "1") not in ("1", "0") or (r["moe_ep_size"] or "1") not in (
             "1", "0"):
         return "attention data parallel or expert parallel (the step model has TP only)"
+    window = EXPERT_PARALLEL_BY_SCRIPT.get((FAMILY.get(r["model_path"], ""), GPUS[r["system"]],
+                                            r["precision"]))
+    measured = _field(r["silicon_data_source"], "measured")
+    if window and measured and window[0] <= measured[:10] < window[1]:
+        return ("expert parallel by the launch script at the run's date (its EP_SIZE test "
+                "passed --enable-expert-parallel for the recorded EP 1)")
     if (r["pp_size"] or "1") != "1":
         return "pipeline parallel"
     if r["model_path"] not in MODELS:
@@ -156,14 +203,17 @@ def extract(aic: Path) -> dict[str, Any]:
             skipped[why] = skipped.get(why, 0) + 1
             continue
         src = r["silicon_data_source"]
+        # repeats under two script versions ran two servers: they are two groups
+        flags = server_flags(FAMILY[r["model_path"]], GPUS[r["system"]], r["precision"],
+                             _field(src, "measured")) if row_class(src) == "stated" else None
         key = (row_class(src), r["model_path"], r["system"], r["backend_version"],
                r["precision"], r["gemm_quant_mode"], r["tp_size"], r["batch_size"], r["isl"],
-               r["osl"])
+               r["osl"], repr(flags))
         groups.setdefault(key, []).append(r)
     out = []
     dropped = {"tpot": 0, "ttft": 0}
     for key, members in sorted(groups.items()):
-        cls, model, system, version, precision, gemm, tp, conc, isl, osl = key
+        cls, model, system, version, precision, gemm, tp, conc, isl, osl, _ = key
         gpu = GPUS[system]
         dates = sorted(d for d in (_field(m["silicon_data_source"], "measured") for m in members)
                        if d)
@@ -178,9 +228,7 @@ def extract(aic: Path) -> dict[str, Any]:
         }
         if cls == "stated":
             kind = "hopper" if gpu.startswith("H") else "blackwell"
-            kv, mnbt = SERVER_FLAGS.get((FAMILY[model], kind, precision), ("auto", None))
-            if FAMILY[model] == "minimax" and gpu == "H100-SXM":
-                kv, mnbt = "auto", None
+            kv, mnbt = server_flags(FAMILY[model], gpu, precision, dates[0] if dates else None)
             rec["kv_cache_dtype"] = kv
             rec["max_num_batched_tokens"] = 2 * int(isl) if mnbt == -1 else mnbt
             flags = FUSION_FLAGS.get((FAMILY[model], kind))

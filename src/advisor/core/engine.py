@@ -110,6 +110,10 @@ class Rule(BaseModel):
     tp_extra_gib: float | None = None
     #: `vllm serve --numa-bind` binds each GPU worker to its GPU's NUMA node itself
     numa_bind_flag: bool | None = None
+    #: ``--kv-cache-dtype auto`` takes the KV cache dtype a ModelOpt checkpoint states
+    #: (``kv_cache_quant_algo``, :attr:`advisor.core.model.Quantization.kv_cache_dtype`)
+    #: instead of the model's dtype
+    checkpoint_kv_dtype: bool | None = None
     #: the fused all-reduce + RMSNorm compile pass (``pass_config.fuse_allreduce_rms``, named
     #: ``enable_fi_allreduce_fusion`` before 0.12), one release fact in three parts
     #: (:class:`AllreduceFusion`)
@@ -165,6 +169,14 @@ RULES: tuple[Rule, ...] = (
          "workers' (--numa-bind, --numa-bind-nodes, --numa-bind-cpus), merged 2026-03-31; the "
          "first release after it is inferred to be 0.19.0 (not read from a changelog)",
          numa_bind_flag=True),
+    Rule(since="0.14.0", source="vllm-project/vllm PR #30785 '[Fix]Load kv-cache dtype from "
+         "hf_quant_config.json automatically (fix for reverted PR)', merged 2025-12-16: with "
+         "--kv-cache-dtype auto, resolve_kv_cache_dtype_string (vllm/utils/torch_utils.py) "
+         "returns a modelopt quantization_config's kv_cache_quant_algo ('FP8' -> fp8_e4m3), so "
+         "an NVIDIA ModelOpt export with an FP8 KV cache runs one without the flag. The first "
+         "release after the merge is inferred to be 0.14.0 (not read from a changelog; 0.13.0 "
+         "is not assumed to carry it)",
+         checkpoint_kv_dtype=True),
     Rule(since="0.17.0", source="profiling peak 0.0525 GiB + max_num_batched_tokens x hidden x "
          "dtype bytes + max_num_seqs x vocab x 14.51 bytes, base and bytes by least squares "
          "over four vLLM 0.19.0 H100 TP 1 logs of llm-d-incubation/llm-d-planner PR #205 "
@@ -253,6 +265,7 @@ class EngineProfile(BaseModel):
     non_torch_gib: float
     tp_extra_gib: float
     numa_bind_flag: bool
+    checkpoint_kv_dtype: bool = False
     allreduce_fusion: AllreduceFusion = AllreduceFusion()
     sources: tuple[str, ...]
 

@@ -57,6 +57,11 @@ class Quantization(BaseModel):
     bytes_per_weight: float
     #: which linear layers it covers: all, or only the MoE experts (gpt-oss mxfp4)
     scope: Literal["linear", "experts"] = "linear"
+    #: the KV cache dtype the checkpoint states: a ModelOpt export's ``kv_cache_quant_algo``
+    #: "FP8" (a quantization_config's own key, or its nested "quantization" block as
+    #: hf_quant_config.json writes it); vLLM from 0.14 runs it for ``--kv-cache-dtype auto``
+    #: (engine.Rule checkpoint_kv_dtype). None: the model's dtype
+    kv_cache_dtype: Literal["fp8"] | None = None
 
 
 class VisionTower(BaseModel):
@@ -307,13 +312,17 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
     raw_nested = q.get("quantization")
     nested: dict[str, Any] = raw_nested if isinstance(raw_nested, dict) else {}
     algo = str(q.get("quant_algo") or nested.get("quant_algo") or "").upper()
+    kv_algo = str(q.get("kv_cache_quant_algo") or nested.get("kv_cache_quant_algo") or "")
+    kv: Literal["fp8"] | None = (
+        "fp8" if method.startswith("modelopt") and kv_algo.upper() == "FP8" else None)
     if method in ("nvfp4", "modelopt_fp4") or (method == "modelopt" and "FP4" in algo):
         # NVFP4: 4-bit E2M1 values and one FP8 scale per 16 (4.5 bits a weight; the
         # per-tensor FP32 scale is negligible). A ModelOpt export says so in quant_algo; read
         # as "modelopt" alone it was sized as FP8, 1.78x its weights
-        return Quantization(method="nvfp4", bytes_per_weight=4.5 / 8, scope=_scope(cfg, q))
+        return Quantization(method="nvfp4", bytes_per_weight=4.5 / 8, scope=_scope(cfg, q),
+                            kv_cache_dtype=kv)
     if method in ("fp8", "fbgemm_fp8", "modelopt"):
-        return Quantization(method=method, bytes_per_weight=1.0)
+        return Quantization(method=method, bytes_per_weight=1.0, kv_cache_dtype=kv)
     if method == "mxfp4":
         # 4-bit values plus one 8-bit scale per 32 (OCP MX), on the experts only
         return Quantization(method=method, bytes_per_weight=4.25 / 8, scope="experts")

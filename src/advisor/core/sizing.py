@@ -273,6 +273,12 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     dtype = resolve_dtype(spec, req.dtype)
     act_b = DTYPE_BYTES[dtype]
     kv_b = 1.0 if req.kv_cache_dtype.startswith("fp8") else act_b
+    # "auto" is the checkpoint's own KV dtype where the release reads it (engine.Rule)
+    kv_from_checkpoint = (req.kv_cache_dtype == "auto" and engine.checkpoint_kv_dtype
+                          and spec.quantization is not None
+                          and spec.quantization.kv_cache_dtype == "fp8")
+    if kv_from_checkpoint:
+        kv_b = 1.0
     tokens, seqs = engine.batch_defaults(req.gpu_memory_gib, req.gpu_name, req.entrypoint)
     tokens = req.max_num_batched_tokens or tokens
     seqs = req.max_num_seqs or seqs
@@ -301,6 +307,9 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     groups = kv_layout(spec, layers, engine)[1]
 
     notes: list[str] = []
+    if kv_from_checkpoint:
+        notes.append(f"KV cache in fp8: the checkpoint's kv_cache_quant_algo, which vLLM "
+                     f"{engine.version} uses for --kv-cache-dtype auto")
     fits = kv_gib > 0 and concurrency >= 1
     if not fits:
         notes += _why_not(spec, req, kv_gib, concurrency, max_len, kv_b, act_b, per_request,
