@@ -167,6 +167,41 @@ def _fit_at(alias, gpu, tp, version, quantization=None):
     return spec, g, f
 
 
+def test_cuda_graph_flags_decide_which_steps_pay_the_host_launch_time(monkeypatch):
+    """A step replays captured graphs up to vLLM's default min(2 x max_num_seqs, 512) tokens,
+    or up to --max-cudagraph-capture-size where the server sets it (InferenceX's gpt-oss,
+    MiniMax and Kimi scripts: 2048). Under the default FULL_AND_PIECEWISE a decode-only step
+    replays a full graph (no host time) and a prompt-carrying one piecewise graphs (attention
+    launched from the host: PIECEWISE_LAYER_S a layer); FULL_DECODE_ONLY (InferenceX's Llama
+    B200 scripts) runs prompt-carrying steps without a graph, NONE every step, PIECEWISE
+    replays piecewise graphs for decodes too. A graphless step pays EAGER_LAYER_S a layer."""
+    from advisor.core import perf
+    monkeypatch.setattr(perf, "EAGER_LAYER_S", 3e-4)
+    monkeypatch.setattr(perf, "PIECEWISE_LAYER_S", 5e-5)
+    spec, g, f = _fit_at("llama-3-8b", "H100-SXM", 1, "0.19.0")
+    eager, piece = spec.num_layers * 3e-4, spec.num_layers * 5e-5
+    host_s = perf.host_s
+    assert host_s(spec, f, 512) == piece and host_s(spec, f, 1024) == eager
+    assert host_s(spec, f, 256, prompt=False) == 0.0
+    big = ServerFlags(max_cudagraph_capture_size=2048)
+    assert host_s(spec, f, 1024, big) == piece and host_s(spec, f, 2049, big) == eager
+    small = ServerFlags(max_cudagraph_capture_size=16)
+    assert host_s(spec, f, 32, small, prompt=False) == eager
+    fdo = ServerFlags(cudagraph_mode="FULL_DECODE_ONLY")
+    assert host_s(spec, f, 64, fdo) == eager and host_s(spec, f, 64, fdo, prompt=False) == 0.0
+    assert host_s(spec, f, 1, ServerFlags(cudagraph_mode="NONE"), prompt=False) == eager
+    assert host_s(spec, f, 8, ServerFlags(cudagraph_mode="PIECEWISE"), prompt=False) == piece
+    assert host_s(spec, f, 8, ServerFlags(cudagraph_mode="FULL")) == 0.0
+    w = Workload(input_len=1000, output_len=200, concurrency=1)
+    assert estimate(spec, g, f, w, server=big).ttft_ms < estimate(spec, g, f, w).ttft_ms
+    # decode steps too: a capture size below the batch leaves them graphless (TPOT grows)
+    w8 = Workload(input_len=1000, output_len=200, concurrency=8)
+    assert (estimate(spec, g, f, w8, server=ServerFlags(max_cudagraph_capture_size=4)).tpot_ms
+            > estimate(spec, g, f, w8).tpot_ms)
+    with pytest.raises(ValueError):
+        ServerFlags(cudagraph_mode="SOMETIMES")
+
+
 def test_fused_allreduce_rmsnorm_is_on_where_the_release_turns_it_on():
     """vLLM's -O2 turns fuse_allreduce_rms on at TP > 1 on Hopper and B200 from 0.16 (PR
     #34299) and on B300 from 0.19 (#37755); the size limits are FI_ALLREDUCE_FUSION_MAX_SIZE_MB
@@ -332,6 +367,15 @@ def test_inferencex_flags_are_the_scripts_at_each_runs_date():
     assert flags("kimi", "B300", "fp4", "2026-04-20") == ("auto", None)
     assert flags("gpt-oss", "H200", "fp4", None) == ("auto", 8192)
     assert flags("nobody", "H200", "fp8", None) == ("auto", None)
+    graphs = sil.graph_flags
+    assert graphs("gpt-oss", "H100-SXM", "fp4", "2025-11-02") == (2048, None)
+    assert graphs("llama-70b", "B200", "fp8", None) == (None, "FULL_DECODE_ONLY")
+    assert graphs("llama-70b", "H200", "fp8", None) == (None, None)
+    assert graphs("minimax", "B200", "fp8", "2026-03-28") == (None, None)
+    assert graphs("minimax", "B200", "fp8", "2026-04-03") == (2048, None)
+    assert graphs("kimi", "B200", "fp4", "2026-04-19") == (None, None)
+    assert graphs("kimi", "B200", "fp4", "2026-04-20") == (2048, None)
+    assert graphs("kimi", "B300", "fp4", "2026-04-20") == (None, None)
 
     def row(system, date, model="MiniMaxAI/MiniMax-M2.5", precision="fp8"):
         return {"mode": "agg", "system": system, "attention_dp_size": "1", "moe_ep_size": "1",

@@ -3,8 +3,8 @@
     python benchmarks/perf/run.py            # print the tables
     python benchmarks/perf/run.py --write    # rewrite RESULTS.md and accuracy.json's ttft/tpot
     python benchmarks/perf/run.py --fit      # refit the per-step constants on the fit split
-    python benchmarks/perf/run.py --fit-host  # refit the host-side terms (eager layers,
-                                              # front end)
+    python benchmarks/perf/run.py --fit-host  # refit the host-side terms (eager and
+                                              # piecewise layers, front end)
 
 Reads ``silicon_rows.json`` (written by ``silicon.py`` from silicon_sample.csv; see README.md
 for the split, which was fixed before any error was looked at) and the models' configs in
@@ -112,13 +112,17 @@ def workload(g: dict[str, Any]) -> Workload:
 
 
 def server_flags(g: dict[str, Any]) -> ServerFlags | None:
-    """The row's fused all-reduce flags (silicon.py FUSION_FLAGS); None: the release's default."""
-    if "fuse_allreduce_rms" not in g:
+    """The row's fused all-reduce and CUDA-graph flags (silicon.py FUSION_FLAGS, GRAPH_FLAGS);
+    None: the release's defaults."""
+    keys = ("fuse_allreduce_rms", "max_cudagraph_capture_size", "cudagraph_mode")
+    if not any(k in g for k in keys):
         return None
     th = g.get("fusion_thresholds_mb")
-    return ServerFlags(fuse_allreduce_rms=g["fuse_allreduce_rms"],
+    return ServerFlags(fuse_allreduce_rms=g.get("fuse_allreduce_rms"),
                        fusion_thresholds_mb={int(k): float(v) for k, v in th.items()} if th
-                       else None)
+                       else None,
+                       max_cudagraph_capture_size=g.get("max_cudagraph_capture_size"),
+                       cudagraph_mode=g.get("cudagraph_mode"))
 
 
 def little_tps(w: Workload, ttft_ms: float, tpot_ms: float) -> float:
@@ -241,9 +245,14 @@ EAGER_FIT_EXCLUDES = frozenset({"gpt-oss"})
 HOST_GRID_EAGER_MS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)
 HOST_GRID_FRONTEND_MS = (0.0, 10.0, 20.0, 30.0, 40.0)
 HOST_GRID_TOKEN_US = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0)
+#: host ms per layer of a prompt-carrying step that replays piecewise graphs
+#: (perf.PIECEWISE_LAYER_S, item 15), at most the eager step's: the piecewise step launches a
+#: subset of the eager step's kernels from the host (attention), so points above it are skipped
+HOST_GRID_PIECEWISE_MS = (0.0, 0.1, 0.2, 0.3, 0.4)
 
 
-def host_loss(eager_ms: float, frontend_ms: float, token_us: float) -> tuple[float, float]:
+def host_loss(eager_ms: float, frontend_ms: float, token_us: float,
+              piecewise_ms: float = 0.0) -> tuple[float, float]:
     """The host-side fit's loss at one grid point: the per-step constants refitted there, then
     (TPOT, TTFT) median |log(pred/meas)| over the fit split's stated-protocol rows; TTFT less
     EAGER_FIT_EXCLUDES. The fit minimises their sum: the eager term lengthens the mixed steps
@@ -256,9 +265,10 @@ def host_loss(eager_ms: float, frontend_ms: float, token_us: float) -> tuple[flo
     rows = [g for g in groups() if g["split"] == "fit" and g["class"] == "stated"
             and not queued(g)]
     saved = (perf.EAGER_LAYER_S, perf.FRONTEND_S, perf.FRONTEND_PER_TOKEN_S,
-             dict(perf.STEP_CONSTANT_S))
+             dict(perf.STEP_CONSTANT_S), perf.PIECEWISE_LAYER_S)
     try:
         perf.EAGER_LAYER_S = eager_ms / 1000
+        perf.PIECEWISE_LAYER_S = piecewise_ms / 1000
         perf.FRONTEND_S, perf.FRONTEND_PER_TOKEN_S = frontend_ms / 1000, token_us / 1e6
         with contextlib.redirect_stdout(io.StringIO()):
             consts = fit_constants()
@@ -274,25 +284,34 @@ def host_loss(eager_ms: float, frontend_ms: float, token_us: float) -> tuple[flo
         return tpot, ttft
     finally:
         perf.EAGER_LAYER_S, perf.FRONTEND_S, perf.FRONTEND_PER_TOKEN_S = saved[:3]
+        perf.PIECEWISE_LAYER_S = saved[4]
         perf.STEP_CONSTANT_S.clear()
         perf.STEP_CONSTANT_S.update(saved[3])
 
 
-def fit_host() -> tuple[float, float, float]:
-    """(EAGER_LAYER_S, FRONTEND_S, FRONTEND_PER_TOKEN_S) in seconds: the grid point of the least
-    TPOT + TTFT loss (:func:`host_loss`); ties go to the first in grid order (smaller terms)."""
-    best: tuple[float, float, float, float] | None = None
-    for ms in HOST_GRID_EAGER_MS:
-        for fe in HOST_GRID_FRONTEND_MS:
-            for us in HOST_GRID_TOKEN_US:
-                tpot, ttft = host_loss(ms, fe, us)
-                print(f"eager {ms:.2f} ms/layer, front end {fe:g} ms + {us:g} us/token: "
-                      f"median |log err| TPOT {tpot:.4f} + TTFT {ttft:.4f} = {tpot + ttft:.4f}",
-                      flush=True)
-                if best is None or tpot + ttft < best[0]:
-                    best = (tpot + ttft, ms / 1000, fe / 1000, us / 1e6)
+def _host_point(point: tuple[float, float, float, float]) -> tuple[float, float]:
+    return host_loss(*point)
+
+
+def fit_host(jobs: int = 2) -> tuple[float, float, float, float]:
+    """(EAGER_LAYER_S, FRONTEND_S, FRONTEND_PER_TOKEN_S, PIECEWISE_LAYER_S) in seconds: the grid
+    point of the least TPOT + TTFT loss (:func:`host_loss`); ties go to the first in grid order
+    (smaller terms). ``jobs`` processes share the grid (the order of the results is kept)."""
+    import multiprocessing
+
+    points = [(ms, fe, us, pw) for ms in HOST_GRID_EAGER_MS for fe in HOST_GRID_FRONTEND_MS
+              for us in HOST_GRID_TOKEN_US for pw in HOST_GRID_PIECEWISE_MS if pw <= ms]
+    with multiprocessing.Pool(max(1, jobs)) as pool:
+        losses = pool.map(_host_point, points, chunksize=1)
+    best: tuple[float, float, float, float, float] | None = None
+    for (ms, fe, us, pw), (tpot, ttft) in zip(points, losses, strict=True):
+        print(f"eager {ms:.2f} ms/layer, piecewise {pw:.2f} ms/layer, front end {fe:g} ms + "
+              f"{us:g} us/token: median |log err| TPOT {tpot:.4f} + TTFT {ttft:.4f} = "
+              f"{tpot + ttft:.4f}", flush=True)
+        if best is None or tpot + ttft < best[0]:
+            best = (tpot + ttft, ms / 1000, fe / 1000, us / 1e6, pw / 1000)
     assert best is not None
-    return best[1], best[2], best[3]
+    return best[1], best[2], best[3], best[4]
 
 
 # --- tables ----------------------------------------------------------------------------------
@@ -414,13 +433,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="rewrite RESULTS.md and the ttft/tpot sections of accuracy.json")
     parser.add_argument("--fit", action="store_true", help="refit the per-step constants")
     parser.add_argument("--fit-host", action="store_true",
-                        help="refit EAGER_LAYER_S, FRONTEND_S and FRONTEND_PER_TOKEN_S (then "
+                        help="refit EAGER_LAYER_S, PIECEWISE_LAYER_S, FRONTEND_S and "
+                        "FRONTEND_PER_TOKEN_S (then "
                         "run --fit at them)")
     args = parser.parse_args(argv)
     if args.fit_host:
-        eager, front, per_token = fit_host()
+        eager, front, per_token, piecewise = fit_host()
         print(f"EAGER_LAYER_S = {eager:.5f}, FRONTEND_S = {front:.3f}, "
-              f"FRONTEND_PER_TOKEN_S = {per_token:.1e}")
+              f"FRONTEND_PER_TOKEN_S = {per_token:.1e}, PIECEWISE_LAYER_S = {piecewise:.5f}")
         return 0
     if args.fit:
         print(json.dumps(fit_constants(), indent=1))

@@ -96,11 +96,53 @@ def server_flags(family: str, gpu: str, precision: str,
                  measured: str | None) -> tuple[str, int | None]:
     """The (kv-cache-dtype, max-num-batched-tokens) of the script version in force on the
     row's run date (``measured``, YYYY-MM-DD...); a row without a date takes the newest."""
-    flags: tuple[str, int | None] = ("auto", None)
-    for since, f in SERVER_FLAGS.get((family, gpu, precision), ()):
-        if measured is None or measured[:10] >= since:
-            flags = f
+    flags: tuple[str, int | None] = _dated(SERVER_FLAGS, (family, gpu, precision), measured,
+                                           ("auto", None))
     return flags
+
+
+#: InferenceX's CUDA-graph flags, read off the same scripts at each row's run date: (family,
+#: GPU, precision) -> ((first run date, (max_cudagraph_capture_size or None, cudagraph_mode or
+#: None)), ...); not listed: neither flag (vLLM's defaults). Item 15 (benchmarks/perf/README.md):
+#: - gpt-oss, every GPU and date: ``cuda-graph-sizes: 2048`` in the 2025-11-02 config.yaml
+#:   (gptoss_fp4_{h100,h200,b200}_*.sh), ``max-cudagraph-capture-size: 2048`` from 2025-12;
+#: - llama-70b B200 (70b_fp{8,4}_b200_docker.sh, parent of 2582bce4): ``"cudagraph_mode":
+#:   "FULL_DECODE_ONLY"``; the H100/H200 scripts set neither;
+#: - minimax B200 fp8 from bddbf4031 (2026-04-03), B200 fp4 (79bd988e9), B300 fp8/fp4
+#:   (340d7854c, 22d0f12f7): ``--max-cudagraph-capture-size 2048``; H200 0.16.0: neither;
+#: - kimi B200 fp4 from 6c3acebfa (2026-04-20): 2048; B300 fp4, int4 B200/H200: neither.
+_CAPTURE_2048 = (("", (2048, None)),)
+GRAPH_FLAGS: dict[tuple[str, str, str], tuple[tuple[str, tuple[int | None, str | None]], ...]] = {
+    ("gpt-oss", "H100-SXM", "fp4"): _CAPTURE_2048,
+    ("gpt-oss", "H200", "fp4"): _CAPTURE_2048,
+    ("gpt-oss", "B200", "fp4"): _CAPTURE_2048,
+    ("llama-70b", "B200", "fp8"): (("", (None, "FULL_DECODE_ONLY")),),
+    ("llama-70b", "B200", "fp4"): (("", (None, "FULL_DECODE_ONLY")),),
+    ("minimax", "B200", "fp8"): (("", (None, None)), ("2026-04-03", (2048, None))),
+    ("minimax", "B200", "fp4"): _CAPTURE_2048,
+    ("minimax", "B300", "fp8"): _CAPTURE_2048,
+    ("minimax", "B300", "fp4"): _CAPTURE_2048,
+    ("kimi", "B200", "fp4"): (("", (None, None)), ("2026-04-20", (2048, None))),
+}
+
+
+def _dated(table: dict[tuple[str, str, str], tuple[tuple[str, Any], ...]],
+           key: tuple[str, str, str], measured: str | None, default: Any) -> Any:
+    """The entry of the script version in force on ``measured`` (YYYY-MM-DD...); a row
+    without a date takes the newest."""
+    out = default
+    for since, f in table.get(key, ()):
+        if measured is None or measured[:10] >= since:
+            out = f
+    return out
+
+
+def graph_flags(family: str, gpu: str, precision: str,
+                measured: str | None) -> tuple[int | None, str | None]:
+    """(max_cudagraph_capture_size, cudagraph_mode) of the script on the row's run date."""
+    out: tuple[int | None, str | None] = _dated(GRAPH_FLAGS, (family, gpu, precision),
+                                                 measured, (None, None))
+    return out
 
 
 #: rows whose launch script passed --enable-expert-parallel although the CSV records EP 1:
@@ -204,8 +246,11 @@ def extract(aic: Path) -> dict[str, Any]:
             continue
         src = r["silicon_data_source"]
         # repeats under two script versions ran two servers: they are two groups
-        flags = server_flags(FAMILY[r["model_path"]], GPUS[r["system"]], r["precision"],
-                             _field(src, "measured")) if row_class(src) == "stated" else None
+        when = _field(src, "measured")
+        fam, gpu_id = FAMILY[r["model_path"]], GPUS[r["system"]]
+        flags = (server_flags(fam, gpu_id, r["precision"], when),
+                 graph_flags(fam, gpu_id, r["precision"], when)) \
+            if row_class(src) == "stated" else None
         key = (row_class(src), r["model_path"], r["system"], r["backend_version"],
                r["precision"], r["gemm_quant_mode"], r["tp_size"], r["batch_size"], r["isl"],
                r["osl"], repr(flags))
@@ -228,7 +273,13 @@ def extract(aic: Path) -> dict[str, Any]:
         }
         if cls == "stated":
             kind = "hopper" if gpu.startswith("H") else "blackwell"
-            kv, mnbt = server_flags(FAMILY[model], gpu, precision, dates[0] if dates else None)
+            first = dates[0] if dates else None
+            kv, mnbt = server_flags(FAMILY[model], gpu, precision, first)
+            capture, mode = graph_flags(FAMILY[model], gpu, precision, first)
+            if capture is not None:
+                rec["max_cudagraph_capture_size"] = capture
+            if mode is not None:
+                rec["cudagraph_mode"] = mode
             rec["kv_cache_dtype"] = kv
             rec["max_num_batched_tokens"] = 2 * int(isl) if mnbt == -1 else mnbt
             flags = FUSION_FLAGS.get((FAMILY[model], kind))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,15 +59,17 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     # 4.06 ms (3.87 ms since the element-wise launch floor), absorbing a TP-1 kernel error
     # that the same shape shows in band B (run.py POOLED; adopted after the first report
     # look, both figures in benchmarks/perf/README.md)
-    ("hopper", "A"): 0.0019,
+    ("hopper", "A"): 0.00194,
     # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.037 (0.044
-    # before its prefill chunks took gpt-oss's measured MXFP4 kernel, README.md item 13)
-    ("hopper", "B"): 0.0019,
-    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.071
-    ("blackwell", "A"): 0.00134,
+    # before its prefill chunks took gpt-oss's measured MXFP4 kernel, README.md item 13;
+    # 1.90 ms before the CUDA-graph flags and the piecewise host term, item 15)
+    ("hopper", "B"): 0.00194,
+    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.074
+    # (1.34 ms before item 15)
+    ("blackwell", "A"): 0.00129,
     # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
-    # at TP 1-8, vLLM 0.19.0 and nightly; 0.048
-    ("blackwell", "B"): 0.00176,
+    # at TP 1-8, vLLM 0.19.0 and nightly; 0.052 (1.76 ms before item 15)
+    ("blackwell", "B"): 0.00183,
 }
 #: the most tokens a step may schedule and still replay a captured CUDA graph: vLLM's default
 #: capture list stops at min(2 x max_num_seqs, 512) tokens (vllm/config/vllm.py,
@@ -94,7 +97,22 @@ CUDA_GRAPH_MAX_TOKENS = 512
 #: per-layer "CPU-side dispatch overhead" on every vLLM prefill, in full (p = 1), at 0.8 ms a
 #: layer calibrated on its own silicon corpus and its own kernel composition (aic-core
 #: sdk/backends/vllm_backend.py, _prefill_dispatch_overhead_ms, @095f58a5).
+#: Refitted with :data:`PIECEWISE_LAYER_S` when the InferenceX rows took their CUDA-graph
+#: flags (benchmarks/perf/README.md item 15): 630 points (piecewise 0-0.4 ms, at most the
+#: eager value), 0.1352 here (TPOT 0.056, TTFT 0.079) with 10 ms + 6 us a token, the
+#: runner-up 0.40 ms eager + 0.30 piecewise 0.1363; the best with no piecewise term 0.1681
+#: (0.40 ms, on the edge), against 0.1371 for the previous point without the flags.
 EAGER_LAYER_S = 0.0003
+#: host time per decoder layer of a step that replays piecewise CUDA graphs: the graph pieces
+#: between attention layers replay, attention itself is launched from the host ("piecewise
+#: cudagraph capture, excluding cudagraph-unsupported operations (mainly attention)", vLLM's
+#: design/cuda_graphs.md, PR #20059). FITTED with :data:`EAGER_LAYER_S` (see there): 0.20 ms,
+#: two thirds of the eager step's; best at 0, 0.1, 0.3, 0.4 ms: 0.1681, 0.1496, 0.1363,
+#: 0.1794. That is more than attention's launches alone should cost: the term most likely
+#: also stands for prefill chunks of 512-2048 tokens whose kernels the curves time too fast
+#: (MiniMax-M2.5 on B300 is the only TTFT family in the fit), so it is a fitted term, not a
+#: measured launch cost
+PIECEWISE_LAYER_S = 0.0002
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)
 STEP_CONSTANT_FAMILY: dict[str, str] = {"blackwell": "blackwell", "blackwell-ultra": "blackwell"}
@@ -150,6 +168,16 @@ class ServerFlags(BaseModel):
     #: ``VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB``: TP size -> the largest fused
     #: all-reduce in MB, instead of the release's sizes
     fusion_thresholds_mb: dict[int, float] | None = None
+    #: ``--max-cudagraph-capture-size`` (``--cuda-graph-sizes N`` before 0.11): the most tokens
+    #: a step may schedule and still replay a captured graph; None = vLLM's default
+    #: min(2 x max_num_seqs, :data:`CUDA_GRAPH_MAX_TOKENS`)
+    max_cudagraph_capture_size: int | None = Field(default=None, ge=1, le=1 << 20)
+    #: ``compilation_config.cudagraph_mode``: "FULL_DECODE_ONLY" replays graphs for steps of
+    #: decodes alone and runs every step that carries prompt tokens without one; "NONE" runs
+    #: every step without one; the others (None = the release's default, FULL_AND_PIECEWISE)
+    #: replay a graph for any step up to the capture size (:func:`host_s`)
+    cudagraph_mode: Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY",
+                            "FULL_AND_PIECEWISE"] | None = None
 
 
 class PerfEstimate(BaseModel):
@@ -263,8 +291,9 @@ def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context
     constant and any --cpu-offload-gb streaming."""
     const = (step_overhead_s(fit.vllm_version, gpu.architecture) if step_constant_s is None
              else step_constant_s)
-    return (_cost(spec, gpu, fit, batch, context, fuse=fusion(fit, gpu, server)) + const
-            + offload_s(fit, host_link_bytes_s))
+    return (with_host(_cost(spec, gpu, fit, batch, context, fuse=fusion(fit, gpu, server)),
+                      host_s(spec, fit, batch, server, prompt=False))
+            + const + offload_s(fit, host_link_bytes_s))
 
 
 def _cost(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, decode: float, context: float,
@@ -280,13 +309,29 @@ def _cost(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, decode: float, context: flo
                                prefill_tokens, prompt_len, fuse).total
 
 
-def host_s(spec: ModelSpec, fit: MemoryFit, tokens: float) -> float:
-    """The host's time in one step of ``tokens`` scheduled tokens: 0 for a step that replays a
-    CUDA graph (:data:`CUDA_GRAPH_MAX_TOKENS`), else the stage's layers x
-    :data:`EAGER_LAYER_S` (combined with the kernels' time by :func:`with_host`)."""
-    if tokens <= min(2 * max(1, fit.max_num_seqs), CUDA_GRAPH_MAX_TOKENS):
-        return 0.0
-    return spec.num_layers / max(1, fit.pp) * EAGER_LAYER_S
+def host_s(spec: ModelSpec, fit: MemoryFit, tokens: float,
+           server: ServerFlags | None = None, prompt: bool = True) -> float:
+    """The host's time in one step of ``tokens`` scheduled tokens (``prompt``: some of them are
+    prompt tokens), combined with the kernels' time by :func:`with_host`.
+
+    Up to the capture size (the server's ``max_cudagraph_capture_size``, else vLLM's default
+    :data:`CUDA_GRAPH_MAX_TOKENS`) a step replays captured graphs: under the default
+    ``cudagraph_mode`` FULL_AND_PIECEWISE a step of decodes alone replays one full graph (no
+    host time) and a prompt-carrying step piecewise graphs, with attention launched from the
+    host between the pieces (:data:`PIECEWISE_LAYER_S` a layer); PIECEWISE does that for every
+    step, FULL replays full graphs for every step. A step above the capture size, a
+    prompt-carrying step under FULL_DECODE_ONLY and every step under NONE run without a graph:
+    :data:`EAGER_LAYER_S` a layer."""
+    mode = (server.cudagraph_mode if server is not None else None) or "FULL_AND_PIECEWISE"
+    size = server.max_cudagraph_capture_size if server is not None else None
+    limit = size if size is not None else min(2 * max(1, fit.max_num_seqs),
+                                              CUDA_GRAPH_MAX_TOKENS)
+    layers = spec.num_layers / max(1, fit.pp)
+    if mode == "NONE" or tokens > limit or (mode == "FULL_DECODE_ONLY" and prompt):
+        return layers * EAGER_LAYER_S
+    if mode == "PIECEWISE" or (mode == "FULL_AND_PIECEWISE" and prompt):
+        return layers * PIECEWISE_LAYER_S
+    return 0.0
 
 
 #: how a graphless step's kernels and host time combine: (gpu^p + host^p)^(1/p); p = inf is
@@ -301,13 +346,13 @@ EAGER_OVERLAP_P = 1.0
 #: 8.4-12.2 ms above vLLM's own time_to_first_token metric at 512-token prompts
 #: (vllm-project/vllm PR #54628, 2026); tokenization at 10-21 us a token in a serving front end
 #: (tenstorrent/tt-inference-server issue #2173); a faster tokenizer alone cuts vLLM's TTFT by
-#: 10-20% (vllm-project/vllm PR #44399). FITTED with :data:`EAGER_LAYER_S` (see there): no
-#: per-request term and 8 us a prompt token (7.4 ms for InferenceX's mean 1k prompt of 922
-#: tokens, 59 ms for its mean 8k prompt of 7,373; the fit split has only those two lengths,
-#: so a per-request and a per-token term trade against each other: 10 ms + 6 us, inside PR
-#: #54628's 8.4-12.2 ms, scores 0.1415 against 0.1392 here)
-FRONTEND_S = 0.0
-FRONTEND_PER_TOKEN_S = 8e-6
+#: 10-20% (vllm-project/vllm PR #44399). FITTED with :data:`EAGER_LAYER_S` (see there): 10 ms
+#: a request and 6 us a prompt token (15.5 ms for InferenceX's mean 1k prompt of 922 tokens,
+#: 54 ms for its mean 8k prompt of 7,373; the fit split has only those two lengths, so a
+#: per-request and a per-token term trade against each other). Before item 15 (CUDA-graph
+#: flags, piecewise term) the optimum was no per-request term and 8 us a token
+FRONTEND_S = 0.010
+FRONTEND_PER_TOKEN_S = 6e-6
 
 
 def with_host(gpu_s: float, host_s: float) -> float:
@@ -341,7 +386,7 @@ def prefill_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, tokens: int,
              else step_constant_s)
     n, chunk = _chunks(fit, tokens, 0)
     one = with_host(_cost(spec, gpu, fit, 0, 0.0, chunk, tokens, fusion(fit, gpu, server)),
-                    host_s(spec, fit, chunk))
+                    host_s(spec, fit, chunk, server))
     return n * (fit.pp * one + const + (fit.pp - 1) * hop_s + offload_s(fit, host_link_bytes_s))
 
 
@@ -388,11 +433,12 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     fuse = fusion(fit, gpu, server)
     if pp == 1:
         off = offload_s(fit, host_link_bytes_s)
-        step = _cost(spec, gpu, fit, c, ctx, fuse=fuse) + const + off
+        step = (with_host(_cost(spec, gpu, fit, c, ctx, fuse=fuse),
+                          host_s(spec, fit, c, server, prompt=False)) + const + off)
         # a prompt arriving while c - 1 others decode rides in their steps, chunk by chunk
         n, chunk = _chunks(fit, isl, c - 1)
         mixed = (with_host(_cost(spec, gpu, fit, c - 1, ctx, chunk, isl, fuse),
-                           host_s(spec, fit, c - 1 + chunk)) + const + off)
+                           host_s(spec, fit, c - 1 + chunk, server)) + const + off)
         own = n * mixed
         # steady state: every osl steps each of the others is replaced by a new request, whose
         # n chunks make n of the steps mixed ones (TPOT is the mean step)
@@ -409,7 +455,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
             budget = max(1, fit.max_num_batched_tokens)
             first = min(budget, c * isl)
             full = (with_host(_cost(spec, gpu, fit, 0, 0.0, first, isl, fuse),
-                              host_s(spec, fit, first)) + const + off)
+                              host_s(spec, fit, first, server)) + const + off)
             wave = (math.ceil(c * isl / budget) + 1) / 2 * full
             share = min(1.0, c / workload.num_prompts)
             ttft = (1 - share) * ttft + share * wave
