@@ -408,3 +408,26 @@ def test_a_prefill_gemm_of_a_small_slice_costs_what_the_table_measured(n, k, mea
     one = stepmodel.gemm_s(kern, "nvfp4", 0.5625, n, k, 1)
     assert one == pytest.approx(w / (kern.bw * kern.dec_eff("nvfp4", w)), rel=0.02)
 
+
+
+def test_perf_takes_the_servers_cuda_graph_flags_from_the_cli_and_the_sdk(cli):
+    """``advisor perf --max-cudagraph-capture-size / --cudagraph-mode`` and the SDK's
+    ``advisor.estimate`` pass the server's flags to the step model: a 2048-token capture size
+    replays 1k-token prompt chunks as graphs (TTFT drops), NONE launches every decode step from
+    the host (TPOT grows); a bad value is one line on stderr and exit 2."""
+    import json
+
+    base = ("perf", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--input-len", "1024",
+            "--output-len", "256", "--concurrency", "16", "--json")
+    default = json.loads(cli(*base).stdout)
+    big = json.loads(cli(*base, "--max-cudagraph-capture-size", "2048").stdout)
+    eager = json.loads(cli(*base, "--cudagraph-mode", "NONE").stdout)
+    assert big["ttft_ms"] < default["ttft_ms"] and big["tpot_ms"] <= default["tpot_ms"]
+    assert eager["tpot_ms"] > 1.5 * default["tpot_ms"]
+    sdk, _ = advisor.estimate("llama-3-8b", "H100-SXM", input_len=1024, output_len=256,
+                              concurrency=16, max_cudagraph_capture_size=2048)
+    assert sdk.ttft_ms == pytest.approx(big["ttft_ms"])
+    for flag, value in (("--cudagraph-mode", "SOMETIMES"), ("--max-cudagraph-capture-size", "0")):
+        bad = cli(*base, flag, value)
+        assert bad.exit_code == 2 and "Traceback" not in bad.stderr
+        assert bad.stderr.strip().count("\n") == 0 and flag in bad.stderr

@@ -290,13 +290,22 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
              tp: int = 1, pp: int = 1, max_model_len: int | None = None,
              catalog: Catalog | None = None, gpu_memory_gib_override: float | None = None,
              vllm_version: str | None = None, kv_cache_dtype: KvCacheDtype = "auto",
-             quantization: str | None = None, cpu_offload_gb: float = 0.0
+             quantization: str | None = None, cpu_offload_gb: float = 0.0,
+             max_cudagraph_capture_size: int | None = None, cudagraph_mode: str | None = None
              ) -> tuple[PerfEstimate, MemoryFit]:
-    """TTFT, TPOT and throughput of ``model`` on ``gpu`` (one replica of TP x PP GPUs)."""
-    from advisor.core.perf import Workload
+    """TTFT, TPOT and throughput of ``model`` on ``gpu`` (one replica of TP x PP GPUs).
+
+    ``max_cudagraph_capture_size`` and ``cudagraph_mode`` are the server's vLLM flags of those
+    names (None: the release's defaults, min(2 x max_num_seqs, 512) tokens and
+    FULL_AND_PIECEWISE); they decide which steps pay host launch time
+    (:func:`advisor.core.perf.host_s`)."""
+    from advisor.core.perf import ServerFlags, Workload
     from advisor.core.perf import estimate as _estimate
 
     work = Workload(input_len=input_len, output_len=output_len, concurrency=concurrency)
+    server = (ServerFlags.model_validate({"max_cudagraph_capture_size": max_cudagraph_capture_size,
+                                          "cudagraph_mode": cudagraph_mode})
+              if max_cudagraph_capture_size is not None or cudagraph_mode is not None else None)
     cat = catalog or load_catalog()
     result, spec, _ = fit(model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib_override,
                           quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
@@ -310,7 +319,7 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
     g = cat.gpus[cat.gpu(gpu).id]
     # a replica runs at most as many sequences as its KV cache (and max_num_seqs) holds; the
     # rest wait in vLLM's queue, which core.perf.estimate adds to their TTFT (issue 15, 16)
-    return _estimate(spec, g, result, work), result
+    return _estimate(spec, g, result, work, server=server), result
 
 
 def check_regions(cat: Catalog, regions: list[str], providers: list[str]) -> None:

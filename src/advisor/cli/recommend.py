@@ -56,6 +56,12 @@ def perf_cmd(
     cpu_offload_gb: Annotated[float, typer.Option(
         help="vLLM's --cpu-offload-gb: GiB of weights per GPU kept in host memory.")] = 0.0,
     vllm_version: Version = DEFAULT_VLLM_VERSION,
+    max_cudagraph_capture_size: Annotated[int | None, typer.Option(
+        help="vLLM's --max-cudagraph-capture-size: the most tokens a step may schedule and "
+        "still replay a CUDA graph; default min(2 x max_num_seqs, 512).")] = None,
+    cudagraph_mode: Annotated[str | None, typer.Option(
+        help="vLLM's compilation_config cudagraph_mode: NONE, PIECEWISE, FULL, "
+        "FULL_DECODE_ONLY or FULL_AND_PIECEWISE (the default).")] = None,
     probe: ProbeFile = None,
     sysfs_root: SysfsRoot = None,
     catalog: CatalogDirs = None,
@@ -71,7 +77,9 @@ def perf_cmd(
                         catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
                         vllm_version=vllm_version,
                         kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
-                        quantization=quantization, cpu_offload_gb=cpu_offload_gb)
+                        quantization=quantization, cpu_offload_gb=cpu_offload_gb,
+                        max_cudagraph_capture_size=max_cudagraph_capture_size,
+                        cudagraph_mode=cudagraph_mode)
     if json:
         out.emit_json({**est.model_dump(), "fit": fit.model_dump()})
         return
