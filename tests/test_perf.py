@@ -350,6 +350,29 @@ def test_silicon_rows_are_what_the_csv_gives_now():
     assert _bench("silicon").main(["--aic", str(AIC), "--check"]) == 0
 
 
+def test_shipped_rows_carry_the_graph_flags_silicon_py_gives_their_scripts():
+    """Where aiconfigurator's CSV is not extracted (CI), silicon_rows.json is still checked
+    against silicon.GRAPH_FLAGS: a stated row group of a (family, GPU, precision) the table
+    lists carries one of its dated values, every other group none, so editing the table
+    without rerunning silicon.py fails here."""
+    import json
+
+    sil = _bench("silicon")
+    rows = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "perf"
+                       / "silicon_rows.json").read_text())["groups"]
+    seen = set()
+    for g in rows:
+        if g["class"] != "stated":
+            continue
+        got = (g.get("max_cudagraph_capture_size"), g.get("cudagraph_mode"))
+        allowed = {v for _, v in sil.GRAPH_FLAGS.get((g["family"], g["gpu"], g["precision"]),
+                                                     (("", (None, None)),))}
+        assert got in allowed, (g["ids"], got, allowed)
+        seen.add(got)
+    # the table acts: rows with a 2048 capture size and rows under FULL_DECODE_ONLY exist
+    assert {(2048, None), (None, "FULL_DECODE_ONLY"), (None, None)} <= seen
+
+
 def test_inferencex_flags_are_the_scripts_at_each_runs_date():
     """silicon.py reads InferenceX's server flags off the launch script in force on the row's
     run date, not the newest script (benchmarks/perf/README.md, item 14), and screens the runs
