@@ -69,6 +69,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Plan": ("advisor.core.layouts", "Plan"),
     "Question": ("advisor.core.question", "Question"),
     "KvCacheDtype": ("advisor.core.question", "KvCacheDtype"),
+    "CudagraphMode": ("advisor.choices", "CudagraphMode"),
     "Objective": ("advisor.core.question", "Objective"),
     "ask": ("advisor.api", "ask"),
     "Replica": ("advisor.core.layouts", "Replica"),
@@ -97,6 +98,7 @@ __all__ = [
     "Constraints",
     "CostCurve",
     "Cpu",
+    "CudagraphMode",
     "DEFAULT_VLLM_VERSION",
     "Deployment",
     "DoctorReport",
@@ -192,6 +194,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from advisor.catalog.loader import load as load_catalog
     from advisor.catalog.loader import validate as validate_catalog
     from advisor.catalog.schema import Cpu, Gpu, InstanceType, ModelAlias, Provenance
+    from advisor.choices import CudagraphMode
     from advisor.clouds.base import CloudError
     from advisor.core.engine import DEFAULT_VLLM_VERSION, EngineProfile
     from advisor.core.engine import profile as engine_profile

@@ -27,6 +27,7 @@ from advisor.errors import NotFoundError, UserInputError
 
 if TYPE_CHECKING:
     from advisor.catalog.schema import InstanceType
+    from advisor.choices import CudagraphMode
     from advisor.core.fleets import FleetMiss, FleetOption
     from advisor.core.layouts import Plan
     from advisor.core.load import CostCurve
@@ -291,7 +292,8 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
              catalog: Catalog | None = None, gpu_memory_gib_override: float | None = None,
              vllm_version: str | None = None, kv_cache_dtype: KvCacheDtype = "auto",
              quantization: str | None = None, cpu_offload_gb: float = 0.0,
-             max_cudagraph_capture_size: int | None = None, cudagraph_mode: str | None = None
+             max_cudagraph_capture_size: int | None = None,
+             cudagraph_mode: CudagraphMode | None = None
              ) -> tuple[PerfEstimate, MemoryFit]:
     """TTFT, TPOT and throughput of ``model`` on ``gpu`` (one replica of TP x PP GPUs).
 
@@ -303,8 +305,8 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
     from advisor.core.perf import estimate as _estimate
 
     work = Workload(input_len=input_len, output_len=output_len, concurrency=concurrency)
-    server = (ServerFlags.model_validate({"max_cudagraph_capture_size": max_cudagraph_capture_size,
-                                          "cudagraph_mode": cudagraph_mode})
+    server = (ServerFlags(max_cudagraph_capture_size=max_cudagraph_capture_size,
+                          cudagraph_mode=cudagraph_mode)
               if max_cudagraph_capture_size is not None or cudagraph_mode is not None else None)
     cat = catalog or load_catalog()
     result, spec, _ = fit(model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib_override,

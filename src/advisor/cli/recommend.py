@@ -6,7 +6,7 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from advisor.choices import KvCacheDtype, Objective
+from advisor.choices import CudagraphMode, KvCacheDtype, Objective, choices
 from advisor.cli import output as out
 from advisor.cli.common import (
     KV_CHOICES,
@@ -60,8 +60,8 @@ def perf_cmd(
         help="vLLM's --max-cudagraph-capture-size: the most tokens a step may schedule and "
         "still replay a CUDA graph; default min(2 x max_num_seqs, 512).")] = None,
     cudagraph_mode: Annotated[str | None, typer.Option(
-        help="vLLM's compilation_config cudagraph_mode: NONE, PIECEWISE, FULL, "
-        "FULL_DECODE_ONLY or FULL_AND_PIECEWISE (the default).")] = None,
+        help=f"vLLM's compilation_config cudagraph_mode: {choices(CudagraphMode)}; default "
+        "FULL_AND_PIECEWISE.")] = None,
     probe: ProbeFile = None,
     sysfs_root: SysfsRoot = None,
     catalog: CatalogDirs = None,
@@ -79,7 +79,7 @@ def perf_cmd(
                         kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
                         quantization=quantization, cpu_offload_gb=cpu_offload_gb,
                         max_cudagraph_capture_size=max_cudagraph_capture_size,
-                        cudagraph_mode=cudagraph_mode)
+                        cudagraph_mode=cast(CudagraphMode | None, cudagraph_mode))
     if json:
         out.emit_json({**est.model_dump(), "fit": fit.model_dump()})
         return

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.schema import Gpu
+from advisor.choices import CudagraphMode
 from advisor.core import stepmodel
 from advisor.core.confidence import Confidence, combine, perf_confidence
 from advisor.core.model import DTYPE_BYTES, ModelSpec
@@ -172,12 +172,9 @@ class ServerFlags(BaseModel):
     #: a step may schedule and still replay a captured graph; None = vLLM's default
     #: min(2 x max_num_seqs, :data:`CUDA_GRAPH_MAX_TOKENS`)
     max_cudagraph_capture_size: int | None = Field(default=None, ge=1, le=1 << 20)
-    #: ``compilation_config.cudagraph_mode``: "FULL_DECODE_ONLY" replays graphs for steps of
-    #: decodes alone and runs every step that carries prompt tokens without one; "NONE" runs
-    #: every step without one; the others (None = the release's default, FULL_AND_PIECEWISE)
-    #: replay a graph for any step up to the capture size (:func:`host_s`)
-    cudagraph_mode: Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY",
-                            "FULL_AND_PIECEWISE"] | None = None
+    #: ``compilation_config.cudagraph_mode``; None = the release's default,
+    #: FULL_AND_PIECEWISE. Which steps each mode launches from the host: :func:`host_s`
+    cudagraph_mode: CudagraphMode | None = None
 
 
 class PerfEstimate(BaseModel):
