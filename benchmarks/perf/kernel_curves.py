@@ -114,6 +114,13 @@ AR_BYTES = [1 << e for e in range(12, 29, 2)]  # 4 KiB .. 256 MiB, x4 steps
 QUANT_ACT_BINS_MIB = [2.0**i for i in range(-10, 10)]
 BAD_TABLE_FRACTION = 0.01
 CACHE_BIN_FRACTION = 0.10
+#: the largest bin (lower edge, MiB) of a bytes-keyed bandwidth curve that CACHE_BIN_FRACTION can
+#: drop as cache-resident: 2x the largest L2 of these GPUs (ATTN_MIN_KV_BYTES). Above it no
+#: buffer stays in L2 between reads, so a row above HBM bandwidth is a bad row, dropped alone
+#: (counted), and the bin stays: B200's nvfp4 decode-MoE bin of 1-2 GiB had 2 of 17 rows above
+#: the system yaml's 7.7 TB/s (DeepSeek-V3's shape, 1.1-1.6x) and was dropped whole, so every
+#: read over 1 GiB was charged the 512 MiB bin's 0.76 where the other 15 rows measure 0.82-0.87
+CACHE_MAX_BIN_MIB = ATTN_MIN_KV_BYTES / MIB
 SIG = 4
 
 
@@ -295,8 +302,11 @@ class Builder:
         fmt: Any,
         flops_bound: bool,
         extra: Any = None,
+        bin_mib: Any = None,
     ) -> dict[str, Any] | None:
-        """Newest table whose curve is non-empty and passes hygiene; audit all of them."""
+        """Newest table whose curve is non-empty and passes hygiene; audit all of them.
+        ``bin_mib``: a bandwidth curve's bin -> its lower edge in MiB, where the bins are bytes
+        (only bins up to CACHE_MAX_BIN_MIB can then be dropped as cache-resident)."""
         chosen: dict[str, Any] | None = None
         for version, path, c in candidates:
             if c.above:
@@ -324,6 +334,8 @@ class Builder:
             if not flops_bound:
                 for b_ in sorted(curve):
                     rows, above = c.bin_rows[b_], c.bin_above[b_]
+                    if bin_mib is not None and bin_mib(b_) >= CACHE_MAX_BIN_MIB:
+                        continue  # too large for any L2: its above-peak rows are dropped alone
                     if rows and above > CACHE_BIN_FRACTION * rows:
                         dropped[fmt(b_)] = (
                             f"{above}/{rows} rows above HBM bandwidth (cache-resident)"
@@ -382,6 +394,7 @@ class Builder:
                 "efficiency_by_weight_mib",
                 _label,
                 flops_bound=False,
+                bin_mib=float,
             )
             if got:
                 decode[dt] = got
@@ -659,7 +672,8 @@ def _moe(builder: Builder, system: str, spec: dict[str, Any]) -> tuple[dict[str,
     for dt in sorted(dec):
         got = builder.pick("moe_perf", "decode_moe", dt, dec[dt],
                            lambda key: _log2_bin(key[0], DECODE_GEMM_BINS_MIB),
-                           "efficiency_by_weight_mib", _label, flops_bound=False)
+                           "efficiency_by_weight_mib", _label, flops_bound=False,
+                           bin_mib=float)
         if got:
             decode[dt] = got
         got = builder.pick("moe_perf", "prefill_moe", dt, pre[dt],
