@@ -302,11 +302,11 @@ class Builder:
         fmt: Any,
         flops_bound: bool,
         extra: Any = None,
-        bin_mib: Any = None,
+        bins_are_mib: bool = False,
     ) -> dict[str, Any] | None:
         """Newest table whose curve is non-empty and passes hygiene; audit all of them.
-        ``bin_mib``: a bandwidth curve's bin -> its lower edge in MiB, where the bins are bytes
-        (only bins up to CACHE_MAX_BIN_MIB can then be dropped as cache-resident)."""
+        ``bins_are_mib``: a bandwidth curve whose bins are byte sizes (lower edges, MiB); only
+        those below CACHE_MAX_BIN_MIB can then be dropped as cache-resident."""
         chosen: dict[str, Any] | None = None
         for version, path, c in candidates:
             if c.above:
@@ -334,7 +334,7 @@ class Builder:
             if not flops_bound:
                 for b_ in sorted(curve):
                     rows, above = c.bin_rows[b_], c.bin_above[b_]
-                    if bin_mib is not None and bin_mib(b_) >= CACHE_MAX_BIN_MIB:
+                    if bins_are_mib and b_ >= CACHE_MAX_BIN_MIB:
                         continue  # too large for any L2: its above-peak rows are dropped alone
                     if rows and above > CACHE_BIN_FRACTION * rows:
                         dropped[fmt(b_)] = (
@@ -394,7 +394,7 @@ class Builder:
                 "efficiency_by_weight_mib",
                 _label,
                 flops_bound=False,
-                bin_mib=float,
+                bins_are_mib=True,
             )
             if got:
                 decode[dt] = got
@@ -673,7 +673,7 @@ def _moe(builder: Builder, system: str, spec: dict[str, Any]) -> tuple[dict[str,
         got = builder.pick("moe_perf", "decode_moe", dt, dec[dt],
                            lambda key: _log2_bin(key[0], DECODE_GEMM_BINS_MIB),
                            "efficiency_by_weight_mib", _label, flops_bound=False,
-                           bin_mib=float)
+                           bins_are_mib=True)
         if got:
             decode[dt] = got
         got = builder.pick("moe_perf", "prefill_moe", dt, pre[dt],

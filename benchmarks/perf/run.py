@@ -311,10 +311,16 @@ def host_row_errors(eager_ms: float, frontend_ms: float, token_us: float,
         perf.STEP_CONSTANT_S.update(saved[3])
 
 
+def _medians(errs: list[tuple[float | None, float | None]],
+             idx: list[int] | range) -> tuple[float, float]:
+    """(TPOT, TTFT) median |log err| over the row groups ``idx`` (None: no such figure)."""
+    return (statistics.median(v for i in idx if (v := errs[i][0]) is not None),
+            statistics.median(v for i in idx if (v := errs[i][1]) is not None))
+
+
 def errors_loss(errs: list[tuple[float | None, float | None]], idx: list[int]) -> float:
     """The host fit's loss (median TPOT + median TTFT |log err|) over the row groups ``idx``."""
-    return (statistics.median(v for i in idx if (v := errs[i][0]) is not None)
-            + statistics.median(v for i in idx if (v := errs[i][1]) is not None))
+    return sum(_medians(errs, idx))
 
 
 def bootstrap_wins(challenger: list[tuple[float | None, float | None]],
@@ -340,8 +346,7 @@ def host_loss(eager_ms: float, frontend_ms: float, token_us: float,
     EAGER_FIT_EXCLUDES. The fit minimises their sum: the eager term lengthens the mixed steps
     that TPOT averages as well as the prefills TTFT waits for, so it is fitted on both."""
     errs = host_row_errors(eager_ms, frontend_ms, token_us, piecewise_ms)
-    return (statistics.median(t for t, _ in errs if t is not None),
-            statistics.median(f for _, f in errs if f is not None))
+    return _medians(errs, range(len(errs)))
 
 
 def _host_point(point: tuple[float, float, float, float]) -> tuple[float, float]:
@@ -349,8 +354,8 @@ def _host_point(point: tuple[float, float, float, float]) -> tuple[float, float]
 
 
 def fit_host(jobs: int = 2) -> tuple[float, float, float, float]:
-    """(EAGER_LAYER_S, FRONTEND_S, FRONTEND_PER_TOKEN_S, PIECEWISE_LAYER_S) in seconds: the grid
-    point of the least TPOT + TTFT loss (:func:`host_loss`); ties go to the first in grid order
+    """The grid point (eager ms a layer, front end ms, us a prompt token, piecewise ms a layer)
+    of the least TPOT + TTFT loss (:func:`host_loss`); ties go to the first in grid order
     (smaller terms). ``jobs`` processes share the grid (the order of the results is kept)."""
     import multiprocessing
 
@@ -364,7 +369,7 @@ def fit_host(jobs: int = 2) -> tuple[float, float, float, float]:
               f"{us:g} us/token: median |log err| TPOT {tpot:.4f} + TTFT {ttft:.4f} = "
               f"{tpot + ttft:.4f}", flush=True)
         if best is None or tpot + ttft < best[0]:
-            best = (tpot + ttft, ms / 1000, fe / 1000, us / 1e6, pw / 1000)
+            best = (tpot + ttft, ms, fe, us, pw)
     assert best is not None
     return best[1], best[2], best[3], best[4]
 
@@ -495,23 +500,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit_host:
         from advisor.core import perf
 
-        best = fit_host()
-        shipped = (perf.EAGER_LAYER_S, perf.FRONTEND_S, perf.FRONTEND_PER_TOKEN_S,
-                   perf.PIECEWISE_LAYER_S)
-        scale = (1000, 1000, 1e6, 1000)  # host_row_errors takes ms, ms, us, ms
-        if tuple(round(v * s, 6) for v, s in zip(best, scale, strict=True)) != tuple(
-                round(v * s, 6) for v, s in zip(shipped, scale, strict=True)):
-            share = bootstrap_wins(
-                host_row_errors(*(v * s for v, s in zip(best, scale, strict=True))),
-                host_row_errors(*(v * s for v, s in zip(shipped, scale, strict=True))))
+        best = fit_host()  # in the grid's units: ms, ms, us, ms
+        shipped = (round(perf.EAGER_LAYER_S * 1000, 6), round(perf.FRONTEND_S * 1000, 6),
+                   round(perf.FRONTEND_PER_TOKEN_S * 1e6, 6),
+                   round(perf.PIECEWISE_LAYER_S * 1000, 6))
+        if best != shipped:
+            share = bootstrap_wins(host_row_errors(*best), host_row_errors(*shipped))
             print(f"the grid optimum beats the shipped host terms in {share:.0%} of "
                   f"{HOST_BOOTSTRAP} resamples of the fit row groups (needs "
                   f"{HOST_REPLACE_SHARE:.0%} to replace them)")
             if share < HOST_REPLACE_SHARE:
                 best = shipped
         eager, front, per_token, piecewise = best
-        print(f"EAGER_LAYER_S = {eager:.5f}, FRONTEND_S = {front:.3f}, "
-              f"FRONTEND_PER_TOKEN_S = {per_token:.1e}, PIECEWISE_LAYER_S = {piecewise:.5f}")
+        print(f"EAGER_LAYER_S = {eager / 1000:.5f}, FRONTEND_S = {front / 1000:.3f}, "
+              f"FRONTEND_PER_TOKEN_S = {per_token / 1e6:.1e}, "
+              f"PIECEWISE_LAYER_S = {piecewise / 1000:.5f}")
         return 0
     if args.fit:
         print(json.dumps(fit_constants(), indent=1))
