@@ -141,3 +141,33 @@ def test_a_small_kernel_costs_at_least_the_smallest_measured_one(gpu):
     spec = advisor.model_spec("llama-3-8b", catalog=CAT)
     parts = stepmodel.step_cost(spec, k, 1, 1, "auto", 2.0, 1, 512)
     assert parts.other >= spec.num_layers * (stepmodel.ELEMENTWISE_PER_LAYER - 1) * floor
+
+
+@pytest.mark.parametrize("source", ["deepseek-v2-lite", "Kimi-K2.5"])
+@pytest.mark.parametrize("tp", [1, 4])
+def test_mla_projections_read_the_checkpoints_weights_as_vllm_shards_them(source, tp):
+    """vLLM's DeepseekV2MLAAttention replicates the down-projections from the hidden state
+    (fused_qkv_a_proj with disable_tp=True, or kv_a_proj_with_mqa) and splits q_b / q_proj,
+    kv_b and o_proj over heads. The step model's per-GPU projection weights must add up to the
+    checkpoint's attention weights (ModelSpec.attention_params, less the two latent RMSNorms)
+    split that way: the q path once, from the q LoRA rank (it had been charged from the hidden
+    size as well, 39% too many bytes a Kimi-K2.5 layer at TP 4)."""
+    import json
+    from pathlib import Path
+
+    from advisor.core import stepmodel
+
+    if source == "Kimi-K2.5":
+        cfg = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "perf"
+                          / "configs" / "moonshotai--Kimi-K2.5.json").read_text())
+        spec = advisor.spec_from_config(cfg, "kimi")
+    else:
+        spec = advisor.model_spec(source, catalog=CAT)
+    m, h = spec.mla, spec.hidden_size
+    assert m is not None and bool(m.q_lora_rank) == (source == "Kimi-K2.5")
+    s = stepmodel.shape(spec, tp, 1, 1.0)
+    per_gpu = s.qkv_n * h + s.o_k * h + sum(n * k for n, k in s.attn_up)
+    replicated = h * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim)
+    norms = (m.q_lora_rank or 0) + m.kv_lora_rank
+    assert per_gpu == pytest.approx(replicated + (spec.attention_params() - norms - replicated)
+                                    / tp)

@@ -618,7 +618,8 @@ class Shape:
     shared_inter: float
     vocab: float
     window: int | None
-    attn_extra_params: float  # MLA's latent projections per layer (replicated)
+    # MLA's up-projections on one GPU as (n, k) weight shapes: q_b_proj, kv_b_proj
+    attn_up: tuple[tuple[float, float], ...]
 
 
 def shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
@@ -631,19 +632,28 @@ def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
     sliding = sum(1 for x in spec.layer_kinds if x == "sliding")
     moe_layers = sum(1 for i in range(n) if spec.is_moe_layer(i))
     h, d = spec.hidden_size, spec.head_dim
-    extra = 0.0
+    up: tuple[tuple[float, float], ...] = ()
     if spec.mla is not None:
         m = spec.mla
         kv_layer = (m.kv_lora_rank + m.qk_rope_head_dim) * kv_bytes  # one latent, all GPUs
         d_ctx = (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) / 2
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        q_in = m.q_lora_rank or h
-        qkv_n = spec.num_heads / tp * qk + (m.kv_lora_rank + m.qk_rope_head_dim) / tp
-        o_k = spec.num_heads / tp * m.v_head_dim
-        # q_a (h x q_lora) and the kv up-projection (kv_lora x heads x (nope + v)), per GPU
-        extra = (h * (m.q_lora_rank or 0) + m.kv_lora_rank * spec.num_heads / tp
-                 * (m.qk_nope_head_dim + m.v_head_dim))
-        del q_in
+        heads = spec.num_heads / tp
+        latent = m.kv_lora_rank + m.qk_rope_head_dim
+        # vLLM's DeepseekV2MLAAttention: the down-projections from the hidden state are
+        # replicated on every GPU (fused_qkv_a_proj, MergedColumnParallelLinear with
+        # disable_tp=True: hidden -> q_lora_rank + latent; without a q LoRA, q_proj is
+        # column-parallel and kv_a_proj_with_mqa a ReplicatedLinear); the up-projections are
+        # column-parallel over heads and read the low-rank inputs, not the hidden state: q_b_proj
+        # (q_lora_rank -> heads x qk) and kv_b_proj (kv_lora_rank -> heads x (nope + v), in
+        # decode the absorbed W_UK / W_UV products of the same bytes)
+        if m.q_lora_rank:
+            qkv_n = float(m.q_lora_rank + latent)
+            up = ((heads * qk, m.q_lora_rank),)
+        else:
+            qkv_n = heads * qk + latent
+        up += ((heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank),)
+        o_k = heads * m.v_head_dim
     else:
         kv_heads = max(1.0, spec.num_kv_heads / tp)
         kv_layer = 2 * kv_heads * d * kv_bytes
@@ -661,7 +671,7 @@ def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
         shared_inter=((moe.shared_intermediate_size
                        or moe.num_shared_experts * moe.expert_intermediate_size) / tp)
         if moe else 0.0,
-        vocab=spec.padded_vocab / tp, window=spec.sliding_window, attn_extra_params=extra)
+        vocab=spec.padded_vocab / tp, window=spec.sliding_window, attn_up=up)
 
 
 @dataclass(frozen=True)
@@ -721,8 +731,8 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
     qkv_fp8 = fused and (fusion.moe or not s.moe_layers)
     proj = (linear_s(k, dt, s.qkv_n, h, m, fp8_input=qkv_fp8)
             + linear_s(k, dt, h, s.o_k, m, fp8_input=True))
-    if s.attn_extra_params:
-        proj += linear_s(k, dt, s.attn_extra_params / h, h, m)
+    for n_up, k_up in s.attn_up:
+        proj += linear_s(k, dt, n_up, k_up, m)
     gemm = layers * proj
     # MLPs (gate_up's input is the fused post-attention RMSNorm's output)
     if s.dense_layers:
