@@ -18,6 +18,7 @@ run moto's server on 127.0.0.1 that way.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -49,6 +50,15 @@ from advisor.clouds.base import (
     QuotaStatus,
 )
 from advisor.state import InstanceRow, ResourceRow
+
+
+@functools.cache
+def _loader() -> Any:
+    """The process's one botocore data loader: it caches each service model it parses, and it
+    only reads files, so the sessions of several providers and threads can share it."""
+    from botocore.loaders import create_loader
+
+    return create_loader()
 
 
 class AwsProvider:
@@ -85,6 +95,9 @@ class AwsProvider:
 
             if self._session is None:  # one session: its loader reads each service model once
                 self._session = boto3.session.Session()  # (a new one per client: ~50 ms each)
+                # and one loader for every session of the process: a sweep or a test suite
+                # makes many providers, and each new loader parses ec2's model again (~40 ms)
+                self._session._session.register_component("data_loader", _loader())
             from advisor.clouds.base import CALL_ATTEMPTS, CONNECT_TIMEOUT_S, read_timeout_s
 
             # bounded: botocore's defaults (60 s + 60 s, 4 tries) let a stalled endpoint hold
