@@ -446,3 +446,16 @@ def test_multi_node_group_in_one_placement_group_over_efa(aws, tmp_path):
     gone = down("big", backends={"aws": prov}, store=store)
     assert {head.id, worker.id, "placement-group:advisor-big"} <= set(gone.removed)
     assert deleted == ["advisor-big"] and by_tag(client, "big") == []
+
+
+def test_every_provider_shares_the_process_botocore_loader(aws):
+    """A sweep or a retry makes new providers; each new boto3 session would parse the service
+    models again (~40 ms a client for ec2), so every session takes the process's one loader."""
+    from advisor.clouds.aws.compute import AwsProvider
+
+    a, b = AwsProvider(), AwsProvider()
+    a._client("ec2", "us-east-1")
+    b._client("ec2", "us-west-2")
+    assert a._session is not b._session
+    assert (a._session._session.get_component("data_loader")
+            is b._session._session.get_component("data_loader"))
