@@ -8,9 +8,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,12 +42,36 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", connect)
 
 
+def _default_amis() -> str:
+    """moto's own default AMIs (the Amazon-owned images the provision's DLAMI look-up finds:
+    "Deep Learning AMI Ubuntu Linux - 2.4_Oct2017") as a file for MOTO_AMIS_PATH. With it,
+    moto loads only these into each region it initializes, not also that region's "latest" and
+    1,284 ECS-optimized AMIs, each with a volume and a snapshot: in the AWS fault sweep, which
+    resets moto at every crash point, those loads had been the moto server's largest cost
+    (about 26 of its CPU seconds in one chunk of crash points, by yappi). No test uses them."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("moto")
+    assert spec is not None and spec.origin is not None
+    res = Path(spec.origin).parent / "ec2" / "resources"
+    out = Path(tempfile.gettempdir()) / f"advisor-moto-amis-{os.getpid()}.json"
+    if not out.exists():
+        gz = res / "amis.json.gz"
+        data = gzip.decompress(gz.read_bytes()) if gz.exists() else (res / "amis.json").read_bytes()
+        tmp = out.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(out)
+    return str(out)
+
+
 @contextlib.contextmanager
 def moto_server() -> Iterator[str]:
     """moto's server on a free port of 127.0.0.1, stopped (killed if it hangs: a SIGKILLed
     client may hold it busy) when the block ends."""
     port = _free_port()
-    env = {**os.environ, "MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION": "true"}
+    env = {**os.environ, "MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION": "true",
+           "MOTO_AMIS_PATH": _default_amis()}
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
                              str(port)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
