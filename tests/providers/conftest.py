@@ -50,16 +50,20 @@ def _default_amis() -> str:
     resets moto at every crash point, those loads had been the moto server's largest cost
     (about 26 of its CPU seconds in one chunk of crash points, by yappi). No test uses them."""
     import gzip
+    import importlib.metadata
     import importlib.util
 
     spec = importlib.util.find_spec("moto")
     assert spec is not None and spec.origin is not None
     res = Path(spec.origin).parent / "ec2" / "resources"
-    out = Path(tempfile.gettempdir()) / f"advisor-moto-amis-{os.getpid()}.json"
+    # one file per moto release, reused by later runs; written whole, then renamed, so that
+    # parallel workers never read half of it
+    version = importlib.metadata.version("moto")
+    out = Path(tempfile.gettempdir()) / f"advisor-moto-amis-{version}.json"
     if not out.exists():
         gz = res / "amis.json.gz"
         data = gzip.decompress(gz.read_bytes()) if gz.exists() else (res / "amis.json").read_bytes()
-        tmp = out.with_suffix(".tmp")
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(out)
     return str(out)
