@@ -34,13 +34,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.xdist_group(group))
 
 
+@pytest.fixture(scope="session")
+def _warm_catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The bundled catalog's cache file (advisor.catalog.cache), written once per worker: the
+    cache is keyed by every catalog file's bytes and the loader's code, so a copy of it is
+    what each test's own first load would write."""
+    import os
+
+    import advisor
+
+    home = tmp_path_factory.mktemp("warm-catalog-home")
+    old = os.environ.get("ADVISOR_HOME")
+    os.environ["ADVISOR_HOME"] = str(home)
+    try:
+        advisor.load_catalog()
+    finally:
+        if old is None:
+            del os.environ["ADVISOR_HOME"]
+        else:
+            os.environ["ADVISOR_HOME"] = old
+    return sorted((home / "cache").glob("*.pickle"))
+
+
 @pytest.fixture(autouse=True)
 def _own_advisor_home(tmp_path_factory: pytest.TempPathFactory,
-                      monkeypatch: pytest.MonkeyPatch) -> None:
+                      monkeypatch: pytest.MonkeyPatch,
+                      _warm_catalog_cache: list[Path]) -> None:
     """Each test's state file and catalog cache in its own ADVISOR_HOME, never the user's: tests
     run in parallel workers, and none may read what another (or the user) left behind. Tests
-    that are about ADVISOR_HOME itself set or unset it again."""
-    monkeypatch.setenv("ADVISOR_HOME", str(tmp_path_factory.mktemp("advisor-home")))
+    that are about ADVISOR_HOME itself set or unset it again. The home's cache starts with a
+    link to this worker's cache file of the bundled catalog (every command's first step; a
+    cold cache re-parsed the catalog's YAML in each test, half the hostile corpus's time); the
+    cache replaces a file by renaming, never writes into one, so the shared file stays as it
+    was written."""
+    import os
+
+    home = tmp_path_factory.mktemp("advisor-home")
+    (home / "cache").mkdir()
+    for f in _warm_catalog_cache:
+        try:
+            os.link(f, home / "cache" / f.name)
+        except OSError:  # another filesystem: a copy
+            (home / "cache" / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setenv("ADVISOR_HOME", str(home))
     # pytest-xdist's workers export COLUMNS=80 (a serial run has none): the CLI's tables and
     # one-line errors would wrap differently in the two; a test that means a width sets it
     monkeypatch.delenv("COLUMNS", raising=False)

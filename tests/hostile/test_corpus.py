@@ -314,7 +314,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, str]):
     monkeypatch.delenv("ADVISOR_CATALOG_DIR", raising=False)
     monkeypatch.delenv("ADVISOR_DEBUG", raising=False)
-    monkeypatch.setenv("ADVISOR_HOME", str(tmp_path / "home"))
+    # ADVISOR_HOME: the test's own (tests/conftest.py), its catalog cache already warm
     for var in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "GOOGLE_APPLICATION_CREDENTIALS",
                 "AZURE_CLIENT_ID", "AZURE_SUBSCRIPTION_ID"):
         monkeypatch.delenv(var, raising=False)

@@ -119,7 +119,7 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probes: dict[str, str]):
     monkeypatch.delenv("ADVISOR_CATALOG_DIR", raising=False)
     monkeypatch.delenv("ADVISOR_DEBUG", raising=False)
-    monkeypatch.setenv("ADVISOR_HOME", str(tmp_path / "home"))
+    # ADVISOR_HOME: the test's own (tests/conftest.py), its catalog cache already warm
     runner = CliRunner()
 
     def go(argv: list[str]):
