@@ -39,20 +39,12 @@ def _warm_catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """The bundled catalog's cache file (advisor.catalog.cache), written once per worker: the
     cache is keyed by every catalog file's bytes and the loader's code, so a copy of it is
     what each test's own first load would write."""
-    import os
-
     import advisor
 
     home = tmp_path_factory.mktemp("warm-catalog-home")
-    old = os.environ.get("ADVISOR_HOME")
-    os.environ["ADVISOR_HOME"] = str(home)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ADVISOR_HOME", str(home))
         advisor.load_catalog()
-    finally:
-        if old is None:
-            del os.environ["ADVISOR_HOME"]
-        else:
-            os.environ["ADVISOR_HOME"] = old
     return sorted((home / "cache").glob("*.pickle"))
 
 

@@ -94,10 +94,14 @@ class AwsProvider:
             from advisor._version import __version__
 
             if self._session is None:  # one session: its loader reads each service model once
-                self._session = boto3.session.Session()  # (a new one per client: ~50 ms each)
-                # and one loader for every session of the process: a sweep or a test suite
-                # makes many providers, and each new loader parses ec2's model again (~40 ms)
-                self._session._session.register_component("data_loader", _loader())
+                # (a new one per client: ~50 ms each), and one loader for every session of the
+                # process: a sweep or a test suite makes many providers, and each new loader
+                # parses ec2's model again (~40 ms)
+                from botocore.session import get_session
+
+                core = get_session()
+                core.register_component("data_loader", _loader())
+                self._session = boto3.session.Session(botocore_session=core)
             from advisor.clouds.base import CALL_ATTEMPTS, CONNECT_TIMEOUT_S, read_timeout_s
 
             # bounded: botocore's defaults (60 s + 60 s, 4 tries) let a stalled endpoint hold
