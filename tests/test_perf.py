@@ -190,8 +190,19 @@ def test_cuda_graph_flags_decide_which_steps_pay_the_host_launch_time(monkeypatc
     fdo = ServerFlags(cudagraph_mode="FULL_DECODE_ONLY")
     assert host_s(spec, f, 64, fdo) == eager and host_s(spec, f, 64, fdo, prompt=False) == 0.0
     assert host_s(spec, f, 1, ServerFlags(cudagraph_mode="NONE"), prompt=False) == eager
-    assert host_s(spec, f, 8, ServerFlags(cudagraph_mode="PIECEWISE"), prompt=False) == piece
+    assert host_s(spec, f, 8, ServerFlags(cudagraph_mode="PIECEWISE")) == piece
     assert host_s(spec, f, 8, ServerFlags(cudagraph_mode="FULL")) == 0.0
+    # PIECEWISE decodes pay their own term (0 as shipped: item 18); set here to see it act
+    monkeypatch.setattr(perf, "PIECEWISE_DECODE_LAYER_S", 2e-5)
+    dec = spec.num_layers * 2e-5
+    assert host_s(spec, f, 8, ServerFlags(cudagraph_mode="PIECEWISE"), prompt=False) == dec
+    assert host_s(spec, f, 8, prompt=False) == 0.0  # 0.19.0: FULL_AND_PIECEWISE by default
+    # before 0.11.0 the release's default is PIECEWISE (vLLM PR #25444)
+    *_, f10 = _fit_at("llama-3-8b", "H100-SXM", 1, "0.10.2")
+    assert host_s(spec, f10, 8, prompt=False) == dec and host_s(spec, f10, 512) == piece
+    assert host_s(spec, f10, 8, ServerFlags(cudagraph_mode="FULL"), prompt=False) == 0.0
+    assert [perf.default_cudagraph_mode(v) for v in ("0.10.2", "0.11.0", "0.24.0")] == [
+        "PIECEWISE", "FULL_AND_PIECEWISE", "FULL_AND_PIECEWISE"]
     w = Workload(input_len=1000, output_len=200, concurrency=1)
     assert estimate(spec, g, f, w, server=big).ttft_ms < estimate(spec, g, f, w).ttft_ms
     # decode steps too: a capture size below the batch leaves them graphless (TPOT grows)
@@ -408,7 +419,37 @@ def test_shipped_rows_carry_the_graph_flags_silicon_py_gives_their_scripts():
         assert got in allowed, (g["ids"], got, allowed)
         seen.add(got)
     # the table acts: rows with a 2048 capture size and rows under FULL_DECODE_ONLY exist
-    assert {(2048, None), (None, "FULL_DECODE_ONLY"), (None, None)} <= seen
+    assert {(2048, None), (None, "FULL_DECODE_ONLY"), (None, None),
+            (2048, "FULL_AND_PIECEWISE")} <= seen
+
+
+def test_rows_without_a_release_take_their_images_where_the_date_places_it():
+    """silicon.IMAGE_RELEASE (benchmarks/perf/README.md item 18): InferenceX's workflows named
+    vllm/vllm-openai:v0.10.2 for Llama-3.1-70B until its removal (2025-10-29) and for gpt-oss
+    until 7103d6608 (2025-11-04, v0.11.0); 25506e87c moved to v0.11.2 on 2025-12-05 itself,
+    so that day's rows stay unplaced. run.py models them at that release (its profile and its
+    default cudagraph_mode); the shipped rows carry it, and the CSV's own release stays None."""
+    import json
+
+    sil = _bench("silicon")
+    assert sil.image_release("llama-70b", "2025-10-29T00:00:00.000Z") == "0.10.2"
+    assert sil.image_release("gpt-oss", "2025-11-02T00:00:00.000Z") == "0.10.2"
+    assert sil.image_release("gpt-oss", "2025-11-20") == "0.11.0"
+    assert sil.image_release("gpt-oss", "2025-12-05") is None
+    assert sil.image_release("gpt-oss", "2025-12-08") == "0.11.2"
+    assert sil.image_release("gpt-oss", None) is None
+    assert sil.image_release("minimax", "2026-03-01") is None
+    rows = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "perf"
+                       / "silicon_rows.json").read_text())["groups"]
+    llama = [g for g in rows if g["family"] == "llama-70b" and g["class"] == "stated"]
+    assert llama and all(g["image_release"] == "0.10.2" and g["vllm"] is None for g in llama)
+    assert all("image_release" not in g for g in rows if g["vllm"])
+    run = _bench("run")
+    assert run._version(llama[0]) == "0.10.2"
+    # gpt-oss's B200 script set FULL_AND_PIECEWISE itself while the v0.10.2 image ran it
+    b200 = [g for g in rows if g["family"] == "gpt-oss" and g["gpu"] == "B200"
+            and g.get("image_release") == "0.10.2"]
+    assert b200 and all(g["cudagraph_mode"] == "FULL_AND_PIECEWISE" for g in b200)
 
 
 def test_inferencex_flags_are_the_scripts_at_each_runs_date():

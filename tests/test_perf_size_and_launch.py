@@ -112,6 +112,10 @@ def test_eager_constants_are_pinned_and_the_form_is_aiconfigurators():
     # a piecewise step launches a subset of an eager step's kernels (run.py's grid keeps it
     # at most the eager value)
     assert perf.PIECEWISE_LAYER_S == PIECEWISE_PINNED <= perf.EAGER_LAYER_S
+    # a PIECEWISE step of decodes alone: nothing the fit split can tell from its pooled
+    # hopper/A constant (item 18)
+    assert perf.PIECEWISE_DECODE_LAYER_S == 0.0
+    assert perf.FULL_AND_PIECEWISE_SINCE == (0, 11, 0)
     assert perf.EAGER_OVERLAP_P == 1.0
     assert 0.1e-3 <= perf.EAGER_LAYER_S <= 0.8e-3
     assert perf.CUDA_GRAPH_MAX_TOKENS == 512

@@ -88,8 +88,8 @@ def _spec(config: str, quant: str | None) -> ModelSpec:
 
 def _version(g: dict[str, Any]) -> str:
     v = g["vllm"]
-    if not v:
-        return BAND_RELEASE[g["band"]]
+    if not v:  # the release of the run's image where its date places it (silicon.py)
+        return g.get("image_release") or BAND_RELEASE[g["band"]]
     return "0.19.0" if v.startswith("nightly") else v
 
 

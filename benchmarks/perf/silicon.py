@@ -106,6 +106,9 @@ def server_flags(family: str, gpu: str, precision: str,
 #: None)), ...); not listed: neither flag (vLLM's defaults). Item 15 (benchmarks/perf/README.md):
 #: - gpt-oss, every GPU and date: ``cuda-graph-sizes: 2048`` in the 2025-11-02 config.yaml
 #:   (gptoss_fp4_{h100,h200,b200}_*.sh), ``max-cudagraph-capture-size: 2048`` from 2025-12;
+#:   B200 also ``"cudagraph_mode":"FULL_AND_PIECEWISE"`` in its compilation-config from
+#:   27f29acbe (2025-09-21) until 25506e87c (2025-12-05, the v0.11.2 image, whose default it is;
+#:   item 18: the 2025 image v0.10.2 defaulted to PIECEWISE, so it matters there);
 #: - llama-70b B200 (70b_fp{8,4}_b200_docker.sh, parent of 2582bce4): ``"cudagraph_mode":
 #:   "FULL_DECODE_ONLY"``; the H100/H200 scripts set neither;
 #: - minimax B200 fp8 from bddbf4031 (2026-04-03), B200 fp4 (79bd988e9), B300 fp8/fp4
@@ -115,7 +118,7 @@ _CAPTURE_2048 = (("", (2048, None)),)
 GRAPH_FLAGS: dict[tuple[str, str, str], tuple[tuple[str, tuple[int | None, str | None]], ...]] = {
     ("gpt-oss", "H100-SXM", "fp4"): _CAPTURE_2048,
     ("gpt-oss", "H200", "fp4"): _CAPTURE_2048,
-    ("gpt-oss", "B200", "fp4"): _CAPTURE_2048,
+    ("gpt-oss", "B200", "fp4"): (("", (2048, "FULL_AND_PIECEWISE")), ("2025-12-05", (2048, None))),
     ("llama-70b", "B200", "fp8"): (("", (None, "FULL_DECODE_ONLY")),),
     ("llama-70b", "B200", "fp4"): (("", (None, "FULL_DECODE_ONLY")),),
     ("minimax", "B200", "fp8"): (("", (None, None)), ("2026-04-03", (2048, None))),
@@ -175,6 +178,37 @@ FUSION_FLAGS: dict[tuple[str, str], tuple[tuple[bool, dict[int, float] | None],
     ("kimi", "blackwell"): ((True, None), (True, None)),
     ("kimi", "hopper"): ((True, None), (True, None)),
 }
+
+
+#: the vLLM release of InferenceX's image for rows whose CSV records none (``backend_version``
+#: empty), read off the workflows as they stood on the row's run date (``measured=``), like the
+#: flags above: family -> ((first run date, release or None), ...), oldest first; None where the
+#: date does not decide it. Used for the engine profile (``run._version``: memory and the
+#: release's default cudagraph_mode, PIECEWISE before 0.11.0); the tables' release column and
+#: the confidence labels keep the CSV's own (unrecorded). benchmarks/perf/README.md item 18:
+#: - llama-70b (every row 2025-10-29): .github/workflows/70b-tmpl.yml at the parent of
+#:   2582bce40 (2025-10-29, "remove llama 70b"): ``image: 'vllm/vllm-openai:v0.10.2'`` for the
+#:   h100, h200 and b200 vLLM jobs (a157a043c "upgrade to vllm 0.10.2", 2025-09-15);
+#: - gpt-oss 2025-11-02: .github/workflows/gptoss-tmpl.yml at e06929c70 (the last commit of that
+#:   day): v0.10.2 for h100, h200 and b200; 7103d6608 (2025-11-04) "update vllm to 11.0";
+#:   25506e87c (2025-12-05) "Upgrade vLLM to v0.11.2" landed on the day of the 2025-12-05 rows,
+#:   which the date therefore does not place.
+IMAGE_RELEASE: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "llama-70b": (("", "0.10.2"),),
+    "gpt-oss": (("", "0.10.2"), ("2025-11-04", "0.11.0"), ("2025-12-05", None),
+                ("2025-12-06", "0.11.2")),
+}
+
+
+def image_release(family: str, measured: str | None) -> str | None:
+    """The image's vLLM release on ``measured`` (IMAGE_RELEASE); None: not known."""
+    found: str | None = None
+    for since, rel in IMAGE_RELEASE.get(family, ()):
+        if measured is None:
+            return None
+        if measured[:10] >= since:
+            found = rel
+    return found
 
 
 def row_class(source: str) -> str:
@@ -274,6 +308,9 @@ def extract(aic: Path) -> dict[str, Any]:
         if cls == "stated":
             kind = "hopper" if gpu.startswith("H") else "blackwell"
             first = dates[0] if dates else None
+            image = image_release(FAMILY[model], first) if rel is None else None
+            if image is not None:
+                rec["image_release"] = image
             kv, mnbt = server_flags(FAMILY[model], gpu, precision, first)
             capture, mode = graph_flags(FAMILY[model], gpu, precision, first)
             if capture is not None:

@@ -299,7 +299,7 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
 
     ``max_cudagraph_capture_size`` and ``cudagraph_mode`` are the server's vLLM flags of those
     names (None: the release's defaults, min(2 x max_num_seqs, 512) tokens and
-    FULL_AND_PIECEWISE); they decide which steps pay host launch time
+    FULL_AND_PIECEWISE, PIECEWISE before vLLM 0.11.0); they decide which steps pay host launch time
     (:func:`advisor.core.perf.host_s`)."""
     from advisor.core.perf import ServerFlags, Workload
     from advisor.core.perf import estimate as _estimate

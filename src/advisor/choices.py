@@ -9,8 +9,8 @@ from typing import Literal, get_args
 #: vLLM's ``--kv-cache-dtype`` values (vLLM's engine arguments; ``fp8`` is e4m3 on CUDA)
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
 #: vLLM's ``compilation_config.cudagraph_mode`` values (vllm/config/compilation.py,
-#: CUDAGraphMode; FULL_AND_PIECEWISE is the default, PR #25444); ``core/perf.py`` host_s says
-#: which steps each one launches from the host
+#: CUDAGraphMode; FULL_AND_PIECEWISE is the default from 0.11.0, PR #25444, PIECEWISE before);
+#: ``core/perf.py`` host_s says which steps each one launches from the host
 CudagraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"]
 #: what ``recommend`` ranks by when no load is given (``core/ranking.py``)
 Objective = Literal["cost", "latency", "throughput"]

@@ -61,7 +61,7 @@ def perf_cmd(
         "still replay a CUDA graph; default min(2 x max_num_seqs, 512).")] = None,
     cudagraph_mode: Annotated[str | None, typer.Option(
         help=f"vLLM's compilation_config cudagraph_mode: {choices(CudagraphMode)}; default "
-        "FULL_AND_PIECEWISE.")] = None,
+        "FULL_AND_PIECEWISE (PIECEWISE before vLLM 0.11.0).")] = None,
     probe: ProbeFile = None,
     sysfs_root: SysfsRoot = None,
     catalog: CatalogDirs = None,

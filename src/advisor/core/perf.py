@@ -77,6 +77,10 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
 #: prompt's chunk of more tokens) runs the compiled model without a graph, every kernel
 #: launched from the host
 CUDA_GRAPH_MAX_TOKENS = 512
+#: the first release whose default cudagraph_mode is FULL_AND_PIECEWISE: vLLM PR #25444
+#: ("Change default CUDAGraphMode from PIECEWISE to FULL_AND_PIECEWISE", merged 2025-09-23,
+#: after v0.10.2 and in v0.11.0); before it every step replayed piecewise graphs
+FULL_AND_PIECEWISE_SINCE = (0, 11, 0)
 #: host time per decoder layer of a step that runs without a CUDA graph (every kernel launched
 #: from the host, with its Python-side work). FITTED with :data:`FRONTEND_S` and
 #: :data:`FRONTEND_PER_TOKEN_S` by ``python benchmarks/perf/run.py --fit-host`` on the fit
@@ -113,6 +117,22 @@ EAGER_LAYER_S = 0.0003
 #: (MiniMax-M2.5 on B300 is the only TTFT family in the fit), so it is a fitted term, not a
 #: measured launch cost
 PIECEWISE_LAYER_S = 0.0002
+#: host time per decoder layer of a step of decodes alone under PIECEWISE (vLLM's default
+#: before 0.11.0, :data:`FULL_AND_PIECEWISE_SINCE`): graph pieces replay and attention is
+#: launched from the host, as in a prompt step, but no prompt chunk runs. Evidence
+#: (benchmarks/perf/README.md item 18): the fit split's PIECEWISE decode rows are 11 gpt-oss-120b
+#: row groups on H100/H200 of 2025-11-02 (InferenceX's v0.10.2 image, no cudagraph_mode flag).
+#: At 0.20 ms a layer added (what every PIECEWISE step paid before) the fit's TPOT p90 goes
+#: 17.2 -> 18.8% and the term loses every one of 1,000 resamples; overlapped with the kernels
+#: (the longer of the two) at 0.05-0.20 ms it wins at most 78%. 0.03-0.05 ms added wins 91-96%
+#: of the resamples, but those 11 groups are one model (36 layers) in one cell, hopper/A, whose
+#: constant ``run.POOLED`` takes from hopper/B: 36 x 0.05 ms = 1.8 ms is that cell's own fit
+#: less the pooled value (3.87 - 1.94 ms), so on this split the term IS the pooled cell's
+#: constant under another name, not identifiable; and the report's Llama-3.1-70B on H100/H200
+#: (the same v0.10.2 image, PIECEWISE too) goes from +4.0 to +24.9% signed at 0.05 ms. So none
+#: is charged: a PIECEWISE decode step costs what a full graph's does. Not seen in any row, so
+#: not modelled: small models, whose decode gains up to 38% from full graphs (vLLM PR #20059)
+PIECEWISE_DECODE_LAYER_S = 0.0
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)
 STEP_CONSTANT_FAMILY: dict[str, str] = {"blackwell": "blackwell", "blackwell-ultra": "blackwell"}
@@ -312,23 +332,36 @@ def host_s(spec: ModelSpec, fit: MemoryFit, tokens: float,
     prompt tokens), combined with the kernels' time by :func:`with_host`.
 
     Up to the capture size (the server's ``max_cudagraph_capture_size``, else vLLM's default
-    :data:`CUDA_GRAPH_MAX_TOKENS`) a step replays captured graphs: under the default
-    ``cudagraph_mode`` FULL_AND_PIECEWISE a step of decodes alone replays one full graph (no
-    host time) and a prompt-carrying step piecewise graphs, with attention launched from the
-    host between the pieces (:data:`PIECEWISE_LAYER_S` a layer); PIECEWISE does that for every
-    step, FULL replays full graphs for every step. A step above the capture size, a
+    :data:`CUDA_GRAPH_MAX_TOKENS`) a step replays captured graphs: under FULL_AND_PIECEWISE (the
+    release's default ``cudagraph_mode`` from 0.11.0, :func:`default_cudagraph_mode`) a step of
+    decodes alone replays one full graph (no host time) and a prompt-carrying step piecewise
+    graphs, with attention launched from the host between the pieces
+    (:data:`PIECEWISE_LAYER_S` a layer); PIECEWISE (the default before 0.11.0) does that for
+    every step, a step of decodes alone at :data:`PIECEWISE_DECODE_LAYER_S` a layer; FULL
+    replays full graphs for every step. A step above the capture size, a
     prompt-carrying step under FULL_DECODE_ONLY and every step under NONE run without a graph:
     :data:`EAGER_LAYER_S` a layer."""
-    mode = (server.cudagraph_mode if server is not None else None) or "FULL_AND_PIECEWISE"
+    mode = (server.cudagraph_mode if server is not None else None) or default_cudagraph_mode(
+        fit.vllm_version)
     size = server.max_cudagraph_capture_size if server is not None else None
     limit = size if size is not None else min(2 * max(1, fit.max_num_seqs),
                                               CUDA_GRAPH_MAX_TOKENS)
     layers = spec.num_layers / max(1, fit.pp)
     if mode == "NONE" or tokens > limit or (mode == "FULL_DECODE_ONLY" and prompt):
         return layers * EAGER_LAYER_S
-    if mode == "PIECEWISE" or (mode == "FULL_AND_PIECEWISE" and prompt):
+    if prompt and mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):
         return layers * PIECEWISE_LAYER_S
+    if mode == "PIECEWISE":
+        return layers * PIECEWISE_DECODE_LAYER_S
     return 0.0
+
+
+def default_cudagraph_mode(vllm_version: str) -> str:
+    """vLLM's default ``cudagraph_mode`` in ``vllm_version`` (:data:`FULL_AND_PIECEWISE_SINCE`)."""
+    from advisor.core.engine import parse_version
+
+    return ("FULL_AND_PIECEWISE" if parse_version(vllm_version) >= FULL_AND_PIECEWISE_SINCE
+            else "PIECEWISE")
 
 
 #: how a graphless step's kernels and host time combine: (gpu^p + host^p)^(1/p); p = inf is
