@@ -446,6 +446,11 @@ def test_rows_without_a_release_take_their_images_where_the_date_places_it():
     assert all("image_release" not in g for g in rows if g["vllm"])
     run = _bench("run")
     assert run._version(llama[0]) == "0.10.2"
+    # the confidence labels quote it, RESULTS.md's release column keeps the CSV's None
+    ev = [r for r in run.evaluate() if r["family"] == "llama-70b" and r["class"] == "stated"]
+    assert ev and all(r["release"] == "0.10.2" and r["vllm"] is None for r in ev)
+    hopper = run.confidence_sections(run.evaluate())["tpot"]["families"]["hopper"]
+    assert hopper["vllm_min"] == "0.10.2" and hopper["vllm_unrecorded"] == 0
     # gpt-oss's B200 script set FULL_AND_PIECEWISE itself while the v0.10.2 image ran it
     b200 = [g for g in rows if g["family"] == "gpt-oss" and g["gpu"] == "B200"
             and g.get("image_release") == "0.10.2"]

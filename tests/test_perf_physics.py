@@ -61,8 +61,16 @@ def test_each_stage_does_its_share_of_the_layers():
 
 
 def test_the_queue_starts_where_the_kv_cache_is_full():
+    """Full at the tokens running sequences hold on average: the prompt and half the output
+    (vLLM allocates KV blocks as tokens are scheduled and preempts the newest sequence when
+    none is free; it reserves nothing for output to come: item 19). At full length the queue
+    would start at 1,024 + 256 tokens a sequence."""
+    from advisor.core import perf
+
+    assert perf.KV_LIVE_SHARE == 0.5
     e, f = run(SPEC, "L4", 1)
-    held = f.kv_cache_tokens // 1280
+    held = int(f.kv_cache_tokens // (1024 + 128))
+    assert held > f.kv_cache_tokens // 1280
     at, _ = run(SPEC, "L4", held)
     over, _ = run(SPEC, "L4", 2 * held)
     assert over.concurrency == held and at.concurrency == held
@@ -72,7 +80,20 @@ def test_the_queue_starts_where_the_kv_cache_is_full():
     e2e = at.e2e_latency_ms
     assert over.ttft_ms - at.ttft_ms == pytest.approx(e2e, rel=1e-3)
     assert any("wait in vLLM's queue" in n for n in over.notes)
-    assert not any("queue" in n for n in at.notes)
+    assert not any("wait in vLLM's queue" in n for n in at.notes)
+    # a long output: more sequences run than full-length reservations would hold
+    _, f8 = run(SPEC, "L4", 1, o=7168)
+    full, live = f8.kv_cache_tokens // 8192, int(f8.kv_cache_tokens // (1024 + 3584))
+    assert live > full + 1
+    mid, _ = run(SPEC, "L4", full + 1, o=7168)
+    assert mid.concurrency == full + 1
+    assert not any("wait in vLLM's queue" in n for n in mid.notes)
+    # ...and the estimate says that it does not charge the preemptions that follow
+    assert any(f"only {full} at full length" in n for n in mid.notes)
+    fits, _ = run(SPEC, "L4", full, o=7168)
+    assert not any("at full length" in n for n in fits.notes)
+    past, _ = run(SPEC, "L4", live + 1, o=7168)
+    assert past.concurrency == live and any("wait in vLLM's queue" in n for n in past.notes)
 
 
 def test_the_all_reduce_is_the_measured_graph_table():

@@ -177,6 +177,10 @@ def evaluate() -> list[dict[str, Any]]:
                         # a nightly image is after the last release it names (0.19.0 here)
                         "vllm": ("0.19.0+nightly" if str(g["vllm"]).startswith("nightly")
                                  else g["vllm"]),
+                        # the release a confidence label quotes: the CSV's, else the image's
+                        # at the run's date (silicon.IMAGE_RELEASE, item 18)
+                        "release": ("0.19.0+nightly" if str(g["vllm"]).startswith("nightly")
+                                    else g["vllm"] or g.get("image_release")),
                         "err_pct": (pred[k] - v) / v * 100, "model_type": spec.model_type,
                         "architecture": arch, "gpu_family": family_key(arch or "")})
     return out
@@ -411,7 +415,7 @@ def confidence_sections(rows: list[dict[str, Any]]) -> dict[str, Any]:
     the stated protocol (the held-out, protocol-known figures), their errors and coverage."""
     out = {}
     for section in ("ttft", "tpot"):
-        runs = [{"error_pct": r["err_pct"], "model_type": r["model_type"], "vllm": r["vllm"],
+        runs = [{"error_pct": r["err_pct"], "model_type": r["model_type"], "vllm": r["release"],
                  "gpu": r["gpu"], "architecture": r["architecture"]}
                 for r in rows if r["metric"] == section and r["split"] == "report"
                 and r["class"] == "stated" and not r["queued"]]
@@ -424,7 +428,9 @@ def confidence_sections(rows: list[dict[str, Any]]) -> dict[str, Any]:
             group["signed_median_pct"] = round(signed, 2)
         out[section] = {"regenerate": "python benchmarks/perf/run.py --write",
                         "data": "benchmarks/perf/silicon_rows.json (aiconfigurator "
-                                "silicon_sample.csv, report split, stated protocol)",
+                                "silicon_sample.csv, report split, stated protocol; a release "
+                                "the CSV leaves blank is InferenceX's image at the run's date "
+                                "where the date places it)",
                         "headline": f"per row group, the absolute % error of mean {section}",
                         **summary}
     return out

@@ -114,16 +114,23 @@ def test_cli_bad_values_exit_2_in_one_line(cli, tmp_path, args, needle):
 
 
 def test_perf_is_reported_at_the_concurrency_the_kv_cache_holds():
-    """Issue 15: perf no longer reports throughput for sequences the KV cache cannot hold."""
+    """Issue 15: perf no longer reports throughput for sequences the KV cache cannot hold; since
+    issue 28's item 19 at their average size (prompt + half the output, as vLLM allocates KV
+    blocks step by step), with a note where they would not fit at full length."""
     fit, _, _ = advisor.fit("llama-3-8b", "L4", max_model_len=8192)
-    held = fit.kv_cache_tokens // (4096 + 4096)
-    assert 1 <= held < 1000
+    held = fit.kv_cache_tokens // (4096 + 2048)
+    full = fit.kv_cache_tokens // (4096 + 4096)
+    assert 1 <= full < held < 1000
     est, _ = advisor.estimate("llama-3-8b", "L4", input_len=4096, output_len=4096,
                               concurrency=1000)
     assert est.concurrency == held
-    assert f"the KV cache holds {held} of 8192 tokens" in est.notes[0]
-    assert "wait in vLLM's queue" in est.notes[0]
+    queue = [n for n in est.notes if "wait in vLLM's queue" in n]
+    assert len(queue) == 1 and f"the KV cache holds {held} sequences of 6144 tokens" in queue[0]
     inside, _ = advisor.estimate("llama-3-8b", "L4", input_len=4096, output_len=4096,
                                  concurrency=held)
     assert inside.output_tokens_per_s == est.output_tokens_per_s
-    assert not any("KV cache holds" in n for n in inside.notes)
+    assert not any("wait in vLLM's queue" in n for n in inside.notes)
+    assert any(f"only {full} at full length" in n for n in inside.notes)
+    safe, _ = advisor.estimate("llama-3-8b", "L4", input_len=4096, output_len=4096,
+                               concurrency=full)
+    assert not any("KV cache holds" in n for n in safe.notes)

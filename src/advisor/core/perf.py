@@ -77,6 +77,10 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
 #: prompt's chunk of more tokens) runs the compiled model without a graph, every kernel
 #: launched from the host
 CUDA_GRAPH_MAX_TOKENS = 512
+#: the share of its output a running sequence holds in the KV cache on average: it grows one
+#: token a step from its prompt to prompt + output, and vLLM allocates blocks as it goes
+#: (:func:`estimate`, where ``held`` is computed)
+KV_LIVE_SHARE = 0.5
 #: the first release whose default cudagraph_mode is FULL_AND_PIECEWISE: vLLM PR #25444
 #: ("Change default CUDAGraphMode from PIECEWISE to FULL_AND_PIECEWISE", merged 2025-09-23,
 #: after v0.10.2 and in v0.11.0); before it every step replayed piecewise graphs
@@ -450,10 +454,17 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     source = stepmodel.curve_source(gpu)
     transferred = source if source != gpu.id else None
     asked = workload.concurrency
-    per_seq = workload.input_len + workload.output_len
-    # sequences that run at once: what the KV cache holds at full length, and max_num_seqs;
-    # the rest wait in vLLM's queue (their TTFT grows by the wait, see below)
-    held = fit.kv_cache_tokens // per_seq if fit.kv_cache_tokens else asked
+    # sequences that run at once: max_num_seqs, and what the KV cache holds at the tokens a
+    # running sequence occupies on average; the rest wait in vLLM's queue (their TTFT grows by
+    # the wait, see below). vLLM reserves nothing for a sequence's future output: each step
+    # allocates blocks for the tokens it schedules, a waiting request is admitted when its
+    # prompt's blocks fit and no running one was preempted that step, and a running one that
+    # finds no free block preempts the newest (vllm/v1/core/sched/scheduler.py, schedule():
+    # kv_cache_manager.allocate_slots(request, num_new_tokens), self.running.pop()). So over
+    # its life a sequence holds its prompt and, on average, half its output: KV_LIVE_SHARE
+    # (benchmarks/perf/README.md item 19; full length before)
+    per_seq = workload.input_len + workload.output_len * KV_LIVE_SHARE
+    held = int(fit.kv_cache_tokens // per_seq) if fit.kv_cache_tokens else asked
     c = max(1, min(asked, fit.max_num_seqs, held))
     ctx = workload.input_len + workload.output_len / 2
     pp = fit.pp
@@ -512,13 +523,22 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
                      f"{(host_link_bytes_s or H2D_BYTES_S[4]) / 1e9:.0f} GB/s)")
     e2e = ttft + tpot * (workload.output_len - 1)
     out_tps = c * workload.output_len / e2e
+    full = fit.kv_cache_tokens // (workload.input_len + workload.output_len)
+    if fit.kv_cache_tokens and c > full:
+        notes.append(
+            f"the KV cache holds {c} running sequences at their average size (prompt + half "
+            f"the output) but only {full} at full length: vLLM preempts the newest when it runs "
+            "out and recomputes it later, which this estimate does not charge; with long "
+            "outputs the queue can be far longer than estimated (a measured 1k in / 8k out run "
+            "on two H100s at 64 sequences waited 31 s for its first token, estimated 0.5 s)")
     if asked > c:
         # a closed loop of `asked` clients (benchmark_serving's --max-concurrency): the replica
         # completes c / e2e requests a second, so by Little's law each request spends
         # asked / (c / e2e) in the system; the part beyond its own e2e is the queue wait
         wait = e2e * (asked / c - 1)
         why = (f"max_num_seqs is {c}" if c == fit.max_num_seqs and c < held else
-               f"the KV cache holds {held} of {per_seq} tokens")
+               f"the KV cache holds {held} sequences of {per_seq:.0f} tokens on average: "
+               f"prompt + half the output")
         notes.append(f"{asked} sequences asked, {c} run at once ({why}): the other "
                      f"{asked - c} wait in vLLM's queue, {wait * 1000:.0f} ms on average, "
                      "added to TTFT; throughput is that of the running ones")
