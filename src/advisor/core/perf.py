@@ -130,10 +130,11 @@ PIECEWISE_LAYER_S = 0.0002
 #: 17.2 -> 18.8% and the term loses every one of 1,000 resamples; overlapped with the kernels
 #: (the longer of the two) at 0.05-0.20 ms it wins at most 78%. 0.03-0.05 ms added wins 91-96%
 #: of the resamples, but those 11 groups are one model (36 layers) in one cell, hopper/A, whose
-#: constant ``run.POOLED`` takes from hopper/B: 36 x 0.05 ms = 1.8 ms is that cell's own fit
-#: less the pooled value (3.87 - 1.94 ms), so on this split the term IS the pooled cell's
-#: constant under another name, not identifiable; and the report's Llama-3.1-70B on H100/H200
-#: (the same v0.10.2 image, PIECEWISE too) goes from +4.0 to +24.9% signed at 0.05 ms. So none
+#: constant ``run.POOLED`` takes from hopper/B: 36 x 0.03-0.05 ms = 1.1-1.8 ms spans that
+#: cell's own fit less the pooled value (3.49 - 1.94 = 1.55 ms), so on this split the term IS
+#: the pooled cell's constant under another name, not identifiable; and the report's
+#: Llama-3.1-70B on H100/H200 (the same v0.10.2 image, PIECEWISE too) goes from +4.0 to +24.9%
+#: signed at 0.05 ms. So none
 #: is charged: a PIECEWISE decode step costs what a full graph's does. Not seen in any row, so
 #: not modelled: small models, whose decode gains up to 38% from full graphs (vLLM PR #20059)
 PIECEWISE_DECODE_LAYER_S = 0.0
