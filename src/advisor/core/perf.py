@@ -361,6 +361,7 @@ def host_s(spec: ModelSpec, fit: MemoryFit, tokens: float,
     return 0.0
 
 
+@functools.cache
 def default_cudagraph_mode(vllm_version: str) -> str:
     """vLLM's default ``cudagraph_mode`` in ``vllm_version`` (:data:`FULL_AND_PIECEWISE_SINCE`)."""
     from advisor.core.engine import parse_version
