@@ -9,6 +9,7 @@ calibration venv exist (see benchmarks/perf/KERNELS.md).
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -160,6 +161,32 @@ def test_decode_gemm_efficiency_grows_with_matrix_bytes(doc):
             for (b0, e0), (b1, e1) in zip(points, points[1:], strict=False):
                 assert e1 >= e0 - MONOTONE_NOISE, (gpu, dtype, b0, e0, b1, e1)
             assert points[-1][1] > 2 * points[0][1], (gpu, dtype)
+
+
+def test_decode_attention_grid_grows_with_the_bytes_of_one_call(doc):
+    """Item 20: the same history runs closer to HBM bandwidth when one call reads more KV (a
+    larger batch): each history row of efficiency_by_history_and_kv_mib, on Blackwell in both
+    KV dtypes, rises from its smallest to its largest column by at least 0.08, every value in
+    (0, 1], and the columns are log2 bins from the 1-D curve's 256 MiB floor."""
+    checked = 0
+    for gpu in ("B200", "B300"):
+        for kd in ("fp8", "bfloat16"):
+            grid = doc["gpus"][gpu]["decode_attention"][kd]["efficiency_by_history_and_kv_mib"]
+            assert set(grid) >= {"1024", "4096", "16384"}, (gpu, kd)
+            for hist, row in grid.items():
+                cols = sorted((float(c), v) for c, v in row.items())
+                assert cols[0][0] >= 256 and all(0 < v <= 1 for _, v in cols), (gpu, kd, hist)
+                assert all(math.log2(c).is_integer() for c, _ in cols), (gpu, kd, hist)
+                if len(cols) >= 3:
+                    assert cols[-1][1] >= cols[0][1] + 0.08, (gpu, kd, hist, cols)
+                    checked += 1
+    assert checked >= 12
+    # written where it spreads the table less than the history curve does: every bf16 table
+    # and Blackwell's fp8; not Hopper's fp8 (kernel_curves._attention_grid)
+    for gpu, g in doc["gpus"].items():
+        for kd, entry in g["decode_attention"].items():
+            has = bool(entry.get("efficiency_by_history_and_kv_mib"))
+            assert has == (kd == "bfloat16" or gpu not in ("H100-SXM", "H200")), (gpu, kd)
 
 
 def test_decode_gemm_bf16_small_matrices_are_far_from_bandwidth(doc):

@@ -167,6 +167,32 @@ def _fit_at(alias, gpu, tp, version, quantization=None):
     return spec, g, f
 
 
+def test_decode_attention_reads_the_grid_by_history_and_call_bytes():
+    """Item 20: a decode attention call is charged at kernel_curves.json's efficiency for its
+    history AND the KV MiB it reads (exact at a grid cell's centre), no faster than a weight
+    read of the same bytes; a GPU source without the grid falls back to the history curve."""
+    import dataclasses
+    import json as _json
+
+    k = stepmodel.kernels(CAT.gpus["B300"])
+    grid = _json.loads((Path(stepmodel.__file__).parent / "kernel_curves.json").read_text())[
+        "gpus"]["B300"]["decode_attention"]["fp8"]["efficiency_by_history_and_kv_mib"]
+    row = grid["4096"]
+    # 4096-16383 tokens of history: the bin's log centre is 8192; 512-1023 MiB: 724 MiB
+    nbytes = 512 * 2 ** 0.5 * stepmodel.MIB
+    t = stepmodel.decode_attention_s(k, "fp8", 8192, nbytes)
+    assert t == pytest.approx(nbytes / (k.bw * min(row["512"], k.dec_eff("bfloat16", nbytes))))
+    # the same history, four times the bytes (four times the batch): a higher efficiency
+    big = stepmodel.decode_attention_s(k, "fp8", 8192, 4 * nbytes)
+    assert big < 4 * t * 0.95
+    flat = dataclasses.replace(k, decode_attention2={})
+    hist_only = stepmodel.decode_attention_s(flat, "fp8", 8192, 4 * nbytes)
+    assert hist_only == pytest.approx(4 * nbytes / (flat.bw * min(
+        stepmodel.interp(flat.decode_attention["fp8"], 8192),
+        flat.dec_eff("bfloat16", 4 * nbytes))))
+    assert big < hist_only
+
+
 def test_cuda_graph_flags_decide_which_steps_pay_the_host_launch_time(monkeypatch):
     """A step replays captured graphs up to vLLM's default min(2 x max_num_seqs, 512) tokens,
     or up to --max-cudagraph-capture-size where the server sets it (InferenceX's gpt-oss,

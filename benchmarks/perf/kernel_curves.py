@@ -107,6 +107,14 @@ LARGE_M = 4096
 PREFILL_MIN_NK = 1024
 ATTN_HISTORY_BINS = [256, 1024, 4096, 16384, 65536]
 ATTN_MIN_KV_BYTES = 256 * MIB  # 2x the largest L2 here (RTX PRO 6000: 128 MB)
+#: the 2-D decode attention curve's columns: KV MiB one call reads, log2 bins from 256 MiB.
+#: Keyed by history alone, the tables' efficiencies spread 0.09 median |log| around their bin's
+#: median on B200/B300 (fp8 and bf16) and 0.06-0.08 on H100/H200 bf16; by history and the
+#: call's KV bytes, 0.01-0.03: the same history runs ~0.55 of HBM bandwidth at batch 8 and
+#: ~0.80 at batch 64 (issue 28 item 20). H100/H200 fp8 spread 0.10-0.12 by history and more
+#: by both, so the grid is written only where it spreads less than the history curve on the
+#: table it comes from (_spread)
+ATTN_KV_BINS_MIB = [256, 2**20]
 CTX_ISL_BINS = [512, 1024, 2048, 4096, 8192, 16384]
 AR_BYTES = [1 << e for e in range(12, 29, 2)]  # 4 KiB .. 256 MiB, x4 steps
 #: fp8 activation-quantization overheads (quantize/<version>/computescale_perf, scale_matrix_perf)
@@ -254,6 +262,41 @@ def _x4_bin(value: float, bins: list[float]) -> float | None:
     if not bins[0] <= value < bins[-1] * 4:
         return None
     return bins[0] * 4.0 ** math.floor(math.log(value / bins[0], 4) + 1e-9)
+
+
+def _history_and_kv_bin(kv_bytes_per_token: float) -> Any:
+    """(history bin, KV MiB bin) of a decode attention key (history, batch, heads, kv heads,
+    head dim) whose KV dtype stores ``kv_bytes_per_token`` bytes a head and element."""
+
+    def bin_of(key: tuple[Any, ...]) -> tuple[int, float] | None:
+        hist, b, _h, hkv, hd = key
+        h_bin = _lower_edge(hist, ATTN_HISTORY_BINS)
+        kv_bin = _log2_bin(b * hist * hkv * hd * 2 * kv_bytes_per_token / MIB, ATTN_KV_BINS_MIB)
+        return None if h_bin is None or kv_bin is None else (h_bin, kv_bin)
+
+    return bin_of
+
+
+def _spread(per_key: dict[tuple[Any, ...], list[float]], bin_of: Any) -> float:
+    """How far a table's efficiencies sit from their bin's median: the median |log(e / bin
+    median)| over every exact key (its own median first) that ``bin_of`` places."""
+    binned: dict[Any, list[float]] = defaultdict(list)
+    for key, vals in per_key.items():
+        b = bin_of(key)
+        if b is not None:
+            binned[b].append(statistics.median(vals))
+    devs = [abs(math.log(v / statistics.median(vs))) for vs in binned.values() for v in vs]
+    return statistics.median(devs) if devs else math.inf
+
+
+def _attention_grid(c: Curve, kv_bytes: float) -> dict[str, Any]:
+    """The decode attention grid by (history, KV MiB of the call), where it spreads less than
+    the history curve on the same table (ATTN_KV_BINS_MIB); else nothing."""
+    by_both = _history_and_kv_bin(kv_bytes)
+    if _spread(c.per_key, by_both) >= _spread(
+            c.per_key, lambda key: _lower_edge(key[0], ATTN_HISTORY_BINS)):
+        return {}
+    return {"efficiency_by_history_and_kv_mib": _grid(c.per_key, by_both)}
 
 
 def _m_and_weight_bin(key: tuple[Any, ...]) -> tuple[int, float] | None:
@@ -478,6 +521,7 @@ class Builder:
                 "efficiency_by_history",
                 str,
                 flops_bound=False,
+                extra=lambda c, kd=kd: _attention_grid(c, KV_BYTES[kd]),
             )
             if got:
                 decode[kd] = got
@@ -741,7 +785,8 @@ def build(aic: Path) -> dict[str, Any]:
             "decode_attention": (
                 "batch*(history+1)*kv_heads*head_dim*2*kv_bytes / latency / mem_bw, window 0, "
                 f"calls reading >= {ATTN_MIN_KV_BYTES // MIB} MiB of KV; "
-                "key = history bin lower edge (tokens)"
+                "key = history bin lower edge (tokens); by_history_and_kv_mib: rows = history "
+                "bin lower edge, columns = KV MiB the call reads, log2 bin lower edge"
             ),
             "context_attention": (
                 "causal 2*batch*heads*head_dim*isl^2 / latency / bf16 dense peak, window 0; "

@@ -64,12 +64,13 @@ STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     # before its prefill chunks took gpt-oss's measured MXFP4 kernel, README.md item 13;
     # 1.90 ms before the CUDA-graph flags and the piecewise host term, item 15)
     ("hopper", "B"): 0.00194,
-    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.074
-    # (1.34 ms before item 15)
-    ("blackwell", "A"): 0.00129,
+    # 66 fit row groups: gpt-oss-120b on B200 at TP 1-8, vLLM 0.15.1 and unrecorded; 0.072
+    # (1.29 ms and 0.074 before item 20's 2-D decode attention; 1.34 ms before item 15)
+    ("blackwell", "A"): 0.0013,
     # 92 fit row groups: MiniMax-M2.5 (block fp8, NVFP4, measured fused-MoE curves) on B300
-    # at TP 1-8, vLLM 0.19.0 and nightly; 0.052 (1.76 ms before item 15)
-    ("blackwell", "B"): 0.00183,
+    # at TP 1-8, vLLM 0.19.0 and nightly; 0.048 (1.83 ms and 0.052 before item 20; 1.76 ms
+    # before item 15)
+    ("blackwell", "B"): 0.00186,
 }
 #: the most tokens a step may schedule and still replay a captured CUDA graph: vLLM's default
 #: capture list stops at min(2 x max_num_seqs, 512) tokens (vllm/config/vllm.py,

@@ -12,7 +12,8 @@ kernels). Each kernel's time comes from ``kernel_curves.json`` (written by
   compute time (2mnk over the dtype's dense peak x ``prefill_gemm`` efficiency at that m); the
   fp8 tables time dynamic activation scales, so a checkpoint with static scales (ModelOpt FP8)
   is charged less the measured ``fp8_activation_quant`` work it does not run (:func:`linear_s`);
-* decode attention reads each sequence's KV at ``decode_attention`` efficiency (by history),
+* decode attention reads each sequence's KV at ``decode_attention`` efficiency (by history and
+  the KV bytes of the call where the tables support it),
   never better than a GEMM moving the same bytes (small calls are launch-bound);
 * a prompt's attention costs its causal FLOPs at ``context_attention`` efficiency (by length);
 * an all-reduce is the measured CUDA-graph custom all-reduce, interpolated in log-log space by
@@ -195,6 +196,9 @@ class Kernels:
     #: (kernel_curves.json efficiency_by_m_and_weight_mib, ..._and_expert_mib)
     prefill_gemm2: dict[str, Curve2] | None = None
     prefill_moe2: dict[str, Curve2] | None = None
+    #: decode attention efficiency by (history, KV MiB one call reads), by KV dtype
+    #: (kernel_curves.json efficiency_by_history_and_kv_mib; benchmarks/perf/README.md item 20)
+    decode_attention2: dict[str, Curve2] | None = None
     #: fp8 activation quantization, (log2 input MiB, log2 µs) by "compute_scale" /
     #: "static_quant" (kernel_curves.json fp8_activation_quant); empty where not measured
     fp8_quant: dict[str, Curve] | None = None
@@ -400,6 +404,8 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
     pre2 = {k: c for k, v in src["prefill_gemm"].items() if k in dtypes_with_peak
             and (c := _curve2(v.get("efficiency_by_m_and_weight_mib") or {})) is not None}
     da = {k: _curve(v["efficiency_by_history"]) for k, v in src["decode_attention"].items()}
+    da2 = {k: c for k, v in src["decode_attention"].items()
+           if (c := _curve2(v.get("efficiency_by_history_and_kv_mib") or {})) is not None}
     ca = {k: _curve(v["efficiency_by_isl"]) for k, v in src["context_attention"].items()}
     # all-reduce: the GPU's own table when the link matches, else the nearest link's, scaled
     kind, link = _link_gb_s(gpu)
@@ -439,7 +445,8 @@ def _kernels(gpu_id: str, architecture: str | None, bw_gb_s: float | None,
     return Kernels(gpu=gpu_id, source=source, bw=bw, peaks=peaks, decode_gemm=dec,
                    prefill_gemm=pre, decode_attention=da, context_attention=ca, allreduce=ar,
                    ar_source=ar_source, ar_scale=scale, decode_moe=dm, prefill_moe=pm,
-                   fp8_quant=fq, allreduce_fused=fused, prefill_gemm2=pre2, prefill_moe2=pm2)
+                   fp8_quant=fq, allreduce_fused=fused, prefill_gemm2=pre2, prefill_moe2=pm2,
+                   decode_attention2=da2)
 
 
 # --- the model's layers -----------------------------------------------------------------------
@@ -565,10 +572,17 @@ def fused_moe_s(k: Kernels, dt: Dtypes, experts: int, topk: int, expert_inter: f
 
 def decode_attention_s(k: Kernels, kvd: str, hist: float, nbytes: float) -> float:
     """One layer's decode attention reading ``nbytes`` of KV (``kvd``: "fp8" or "bfloat16")
-    for sequences of ``hist`` tokens of history: at the history curve (calls of >= 256 MiB),
-    no faster than a weight read of the same bytes."""
-    c = k.decode_attention.get(kvd) or k.decode_attention["bfloat16"]
-    eff = min(interp(c, hist), k.dec_eff("bfloat16", nbytes))
+    for sequences of ``hist`` tokens of history: at the tables' efficiency for that history
+    and that many KV bytes in one call (calls of >= 256 MiB; the history curve where a GPU's
+    source has no such grid), no faster than a weight read of the same bytes."""
+    c2 = (k.decode_attention2 or {}).get(kvd)
+    if c2 is None and kvd not in k.decode_attention:
+        c2 = (k.decode_attention2 or {}).get("bfloat16")
+    if c2 is not None:
+        table = interp2(c2, hist, nbytes / MIB)
+    else:
+        table = interp(k.decode_attention.get(kvd) or k.decode_attention["bfloat16"], hist)
+    eff = min(table, k.dec_eff("bfloat16", nbytes))
     return nbytes / (k.bw * eff)
 
 
