@@ -280,12 +280,9 @@ def _history_and_kv_bin(kv_bytes_per_token: float) -> Any:
 def _spread(per_key: dict[tuple[Any, ...], list[float]], bin_of: Any) -> float:
     """How far a table's efficiencies sit from their bin's median: the median |log(e / bin
     median)| over every exact key (its own median first) that ``bin_of`` places."""
-    binned: dict[Any, list[float]] = defaultdict(list)
-    for key, vals in per_key.items():
-        b = bin_of(key)
-        if b is not None:
-            binned[b].append(statistics.median(vals))
-    devs = [abs(math.log(v / statistics.median(vs))) for vs in binned.values() for v in vs]
+    centre = _median_bins(per_key, bin_of)
+    devs = [abs(math.log(statistics.median(vals) / centre[b]))
+            for key, vals in per_key.items() if (b := bin_of(key)) is not None]
     return statistics.median(devs) if devs else math.inf
 
 

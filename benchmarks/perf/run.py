@@ -165,6 +165,8 @@ def evaluate() -> list[dict[str, Any]]:
     cat = _catalog()
     out = []
     for g in groups():
+        # a nightly image is after the last release it names (0.19.0 here)
+        vllm = "0.19.0+nightly" if str(g["vllm"]).startswith("nightly") else g["vllm"]
         pred = predict(g)
         meas = measured(g)
         spec = _spec(g["config"], g["quantization"])
@@ -174,13 +176,10 @@ def evaluate() -> list[dict[str, Any]]:
                     "precision")
             out.append({"queued": queued(g), **{x: g[x] for x in keep},
                         "metric": k, "pred": pred[k], "meas": v,
-                        # a nightly image is after the last release it names (0.19.0 here)
-                        "vllm": ("0.19.0+nightly" if str(g["vllm"]).startswith("nightly")
-                                 else g["vllm"]),
+                        "vllm": vllm,
                         # the release a confidence label quotes: the CSV's, else the image's
                         # at the run's date (silicon.IMAGE_RELEASE, item 18)
-                        "release": ("0.19.0+nightly" if str(g["vllm"]).startswith("nightly")
-                                    else g["vllm"] or g.get("image_release")),
+                        "release": vllm or g.get("image_release"),
                         "err_pct": (pred[k] - v) / v * 100, "model_type": spec.model_type,
                         "architecture": arch, "gpu_family": family_key(arch or "")})
     return out

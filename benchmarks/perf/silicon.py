@@ -129,8 +129,8 @@ GRAPH_FLAGS: dict[tuple[str, str, str], tuple[tuple[str, tuple[int | None, str |
 }
 
 
-def _dated(table: dict[tuple[str, str, str], tuple[tuple[str, Any], ...]],
-           key: tuple[str, str, str], measured: str | None, default: Any) -> Any:
+def _dated(table: dict[Any, tuple[tuple[str, Any], ...]],
+           key: Any, measured: str | None, default: Any) -> Any:
     """The entry of the script version in force on ``measured`` (YYYY-MM-DD...); a row
     without a date takes the newest."""
     out = default
@@ -201,14 +201,10 @@ IMAGE_RELEASE: dict[str, tuple[tuple[str, str | None], ...]] = {
 
 
 def image_release(family: str, measured: str | None) -> str | None:
-    """The image's vLLM release on ``measured`` (IMAGE_RELEASE); None: not known."""
-    found: str | None = None
-    for since, rel in IMAGE_RELEASE.get(family, ()):
-        if measured is None:
-            return None
-        if measured[:10] >= since:
-            found = rel
-    return found
+    """The image's vLLM release on ``measured`` (IMAGE_RELEASE); None: not known (no date, or
+    a date the table does not place)."""
+    out: str | None = None if measured is None else _dated(IMAGE_RELEASE, family, measured, None)
+    return out
 
 
 def row_class(source: str) -> str:

@@ -135,9 +135,9 @@ PIECEWISE_LAYER_S = 0.0002
 #: cell's own fit less the pooled value (3.49 - 1.94 = 1.55 ms), so on this split the term IS
 #: the pooled cell's constant under another name, not identifiable; and the report's
 #: Llama-3.1-70B on H100/H200 (the same v0.10.2 image, PIECEWISE too) goes from +4.0 to +24.9%
-#: signed at 0.05 ms. So none
-#: is charged: a PIECEWISE decode step costs what a full graph's does. Not seen in any row, so
-#: not modelled: small models, whose decode gains up to 38% from full graphs (vLLM PR #20059)
+#: signed at 0.05 ms. So none is charged: a PIECEWISE decode step costs what a full graph's
+#: does. Not seen in any row, so not modelled: small models, whose decode gains up to 38% from
+#: full graphs (vLLM PR #20059)
 PIECEWISE_DECODE_LAYER_S = 0.0
 #: families without fit rows take the nearest fitted family's constant (uncalibrated: their
 #: confidence is "extrapolated" because accuracy.json has no runs for them)

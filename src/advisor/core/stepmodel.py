@@ -575,13 +575,10 @@ def decode_attention_s(k: Kernels, kvd: str, hist: float, nbytes: float) -> floa
     for sequences of ``hist`` tokens of history: at the tables' efficiency for that history
     and that many KV bytes in one call (calls of >= 256 MiB; the history curve where a GPU's
     source has no such grid), no faster than a weight read of the same bytes."""
-    c2 = (k.decode_attention2 or {}).get(kvd)
-    if c2 is None and kvd not in k.decode_attention:
-        c2 = (k.decode_attention2 or {}).get("bfloat16")
-    if c2 is not None:
-        table = interp2(c2, hist, nbytes / MIB)
-    else:
-        table = interp(k.decode_attention.get(kvd) or k.decode_attention["bfloat16"], hist)
+    kv = kvd if kvd in k.decode_attention else "bfloat16"
+    c2 = (k.decode_attention2 or {}).get(kv)
+    table = (interp2(c2, hist, nbytes / MIB) if c2 is not None
+             else interp(k.decode_attention[kv], hist))
     eff = min(table, k.dec_eff("bfloat16", nbytes))
     return nbytes / (k.bw * eff)
 
