@@ -56,9 +56,10 @@ BAND_B_SINCE = (0, 16, 0)
 STEP_CONSTANT_S: dict[tuple[str, str], float] = {
     # band B's value: hopper/A's own fit cell (11 row groups, 10 of them gpt-oss-120b on H200
     # at TP 1, unrecorded 2025 release; the H100 0.11.2 rows are all queued servers) gave
-    # 4.06 ms (3.87 ms since the element-wise launch floor), absorbing a TP-1 kernel error
-    # that the same shape shows in band B (run.py POOLED; adopted after the first report
-    # look, both figures in benchmarks/perf/README.md)
+    # 4.06 ms (3.87 ms since the element-wise launch floor, 3.49 ms after item 18, 3.38 ms
+    # after item 20's decode attention grid: `run.py --fit` prints it), absorbing a TP-1
+    # kernel error that the same shape shows in band B (run.py POOLED; adopted after the
+    # first report look, both figures in benchmarks/perf/README.md)
     ("hopper", "A"): 0.00194,
     # 94 fit row groups: gpt-oss-120b on H100 and H200 at TP 1-8, vLLM 0.18.0; 0.037 (0.044
     # before its prefill chunks took gpt-oss's measured MXFP4 kernel, README.md item 13;
