@@ -86,6 +86,43 @@ def test_results_md_are_what_the_benchmarks_print_now(acc_run, perf_run, acc_row
         assert "run.py --write" in md.read_text().split("\n\n")[1]
 
 
+def _tail_row(err: float, tp: int = 1, split: str = "report", **kw: Any) -> dict[str, Any]:
+    return {"class": "stated", "split": split, "metric": "tpot", "queued": False,
+            "family": "m", "gpu": "G", "precision": "fp8", "tp": tp, "release": "0.19.0",
+            "err_pct": err, **kw}
+
+
+def test_tail_table_counts_what_a_p90_at_the_bar_allows(perf_run):
+    # 20 row groups: a p90 <= 12% allows 2 beyond it; three are beyond, two in the TP 2 cell
+    rows = ([_tail_row(e) for e in (1.0, -3.0, 5.0, 13.0)]
+            + [_tail_row(e, tp=2) for e in (-20.0, 30.0, 2.0)]
+            + [_tail_row(0.5, tp=4) for _ in range(13)]
+            + [_tail_row(50.0, queued=True), _tail_row(40.0, split="fit"),
+               _tail_row(40.0, **{"class": "internal"}), _tail_row(40.0, metric="ttft")])
+    lines = perf_run.tail_table(rows, "report")
+    assert lines[2] == "3 of 20 row groups (p90 <= 12% allows 2)."
+    body = [ln for ln in lines if ln.startswith("| m |")]
+    assert body == ["| m | G | fp8 | 2 | 0.19.0 | 2 | 3 | -20.0% … +30.0% |",
+                    "| m | G | fp8 | 1 | 0.19.0 | 1 | 4 | +13.0% |"]
+    # the same rows through stats(): the p90 is beyond the bar exactly because 3 > 2
+    sel = [r["err_pct"] for r in rows[:20]]
+    assert perf_run.stats(sel)[2] > 12.0
+    assert perf_run.stats([e for e in sel if e != 13.0] + [1.0])[2] <= 12.0
+
+
+def test_tail_section_agrees_with_the_headline_p90(perf_run, perf_rows):
+    for split in ("report", "fit"):
+        head = perf_run.tail_table(perf_rows, split)[2]
+        m = re.fullmatch(r"(\d+) of (\d+) row groups \(p90 <= 12% allows (\d+)\)\.", head)
+        assert m, head
+        beyond, n, allowed = (int(x) for x in m.groups())
+        errs = [r["err_pct"] for r in perf_rows if r["class"] == "stated"
+                and r["split"] == split and r["metric"] == "tpot" and not r["queued"]]
+        assert n == len(errs)
+        assert beyond == sum(abs(e) > perf_run.TAIL_PCT for e in errs)
+        assert (beyond <= allowed) == (perf_run.stats(errs)[2] <= perf_run.TAIL_PCT)
+
+
 def test_each_script_keeps_the_other_scripts_sections():
     other = {"schema_version": 1, "ttft": {"x": 1}, "memory": {"old": True}}
     out = confidence.merged(other, {"memory": {"new": True}})

@@ -409,6 +409,41 @@ def table(rows: list[dict[str, Any]], by: str | None, title: str) -> list[str]:
     return lines + [""]
 
 
+#: issue 28's bar for the report split's stated-protocol TPOT: p90 of |error| at most this
+TAIL_PCT = 12.0
+
+
+def _tail_cell(r: dict[str, Any]) -> tuple[str, str, str, int, str]:
+    return (r["family"], r["gpu"], r["precision"], r["tp"], str(r["release"]))
+
+
+def tail_table(rows: list[dict[str, Any]], split: str, metric: str = "tpot",
+               limit_pct: float = TAIL_PCT) -> list[str]:
+    """Where a split's stated-protocol errors beyond ``limit_pct`` sit: per model x GPU x
+    precision x TP x release cell that has any, how many of its row groups are beyond and
+    their signed range; most first. The p90 meets ``limit_pct`` when at most a tenth of the
+    row groups are beyond it, and the header says how many that allows."""
+    sel = [r for r in rows if r["class"] == "stated" and r["split"] == split
+           and r["metric"] == metric and not r["queued"]]
+    cells: dict[tuple[str, str, str, int, str], list[float]] = {}
+    for r in sel:
+        cells.setdefault(_tail_cell(r), []).append(r["err_pct"])
+    beyond = {c: [e for e in errs if abs(e) > limit_pct] for c, errs in cells.items()}
+    n_beyond = sum(len(v) for v in beyond.values())
+    allowed = len(sel) - math.ceil(0.9 * len(sel))
+    lines = [f"### {split.capitalize()} split, {metric}: row groups beyond {limit_pct:g}%", "",
+             f"{n_beyond} of {len(sel)} row groups (p90 <= {limit_pct:g}% allows {allowed}).", "",
+             "| model | GPU | precision | TP | vLLM | beyond | of | signed range beyond |",
+             "|---|---|---|---|---|---|---|---|"]
+    order = sorted((c for c in beyond if beyond[c]), key=lambda c: (-len(beyond[c]), c))
+    for c in order:
+        b = beyond[c]
+        span = (f"{b[0]:+.1f}%" if len(b) == 1 else f"{min(b):+.1f}% … {max(b):+.1f}%")
+        lines.append(f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} | {c[4]} | {len(b)} | "
+                     f"{len(cells[c])} | {span} |")
+    return lines + [""]
+
+
 def confidence_sections(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The ``ttft`` and ``tpot`` sections of accuracy.json: per GPU family, the REPORT rows of
     the stated protocol (the held-out, protocol-known figures), their errors and coverage."""
@@ -477,6 +512,8 @@ def markdown(rows: list[dict[str, Any]], sections: dict[str, Any]) -> str:
     lines += table(rows, "gpu_family", "By GPU family")
     lines += table(rows, "vllm", "By vLLM release (None: unrecorded)")
     lines += table(rows, "family", "By model")
+    lines += ["## Where the TPOT tail is (stated protocol)", ""]
+    lines += tail_table(rows, "report") + tail_table(rows, "fit")
     lines += ["## Confidence labels (accuracy.json, report split, stated protocol)", "",
               "| metric | GPU family | GPUs | groups | median | p90 | worst | signed median | "
               "model families | vLLM |", "|---|---|---|---|---|---|---|---|---|---|"]
