@@ -290,6 +290,51 @@ def test_gcp_classification(gcp_provider, shape, status, codes, message, expecte
         assert err.detail.endswith(" ".join(message.split()))
 
 
+def _gcp_http_at(status: int, message: str, reasons: list[str], url: str) -> BaseException:
+    from google.api_core import exceptions as gexc
+
+    r = requests.Response()
+    r.status_code = status
+    r._content = json.dumps({"error": {"code": status, "message": message, "errors": [
+        {"message": message, "domain": "global", "reason": r_} for r_ in reasons]}}).encode()
+    r.request = requests.Request("DELETE", url).prepare()
+    return gexc.from_http_response(r)
+
+
+def test_gcp_not_found_is_read_off_the_code_never_off_a_404_in_the_message(gcp_provider):
+    """A down deletes what is left and takes "not found" as already gone: a bare "404" in the
+    message (a local endpoint's port, a deployment called llama-404) must not turn a failed
+    delete into "gone" (it did, and a console read on a fake served at 127.0.0.1:404xx
+    returned None instead of raising: a flaky CI run on 2026-12-07)."""
+    from advisor.clouds.gcp.resources import _not_found
+
+    failed = [
+        _gcp_http_at(500, "backend error", ["backendError"],
+                     "http://127.0.0.1:40455/compute/v1/projects/p/zones/us-central1-a/"
+                     "instances/pf"),
+        _gcp_http_at(503, "The service is currently unavailable.", ["backendError"],
+                     "https://compute.googleapis.com/compute/v1/projects/p/zones/us-central1-a/"
+                     "instances/advisor-llama-404-x1"),
+        _gcp_http_at(400, "The instance 'advisor-llama-404-x1' is in use", ["resourceInUse"],
+                     "https://compute.googleapis.com/compute/v1/projects/p/zones/us-central1-a/"
+                     "instances/advisor-llama-404-x1"),
+    ]
+    for exc in failed:
+        err = gcp_provider.classify(exc)
+        assert "404" in err.detail and not _not_found(err), err
+    gone = _gcp_http_at(404, "The resource 'projects/p/zones/us-central1-a/instances/pf' was "
+                        "not found", ["notFound"], "https://compute.googleapis.com/compute/v1/"
+                        "projects/p/zones/us-central1-a/instances/pf")
+    assert _not_found(gcp_provider.classify(gone))
+    # the REST clients' codes (IAM, Secret Manager: the status, else HTTP<n>) and the SDK's
+    # class name where no reason came back
+    for code in ("NOT_FOUND", "HTTP404", "NotFound", "notFound", "404"):
+        assert _not_found(CloudError("gcp", code, "x", "fatal")), code
+    for code in ("INTERNAL", "HTTP500", "backendError", "PERMISSION_DENIED"):
+        assert not _not_found(CloudError("gcp", code, "GET http://127.0.0.1:40404/x: 404",
+                                         "fatal")), code
+
+
 def test_gcp_errors_without_a_response(gcp_provider):
     import google.auth.exceptions as aexc
 

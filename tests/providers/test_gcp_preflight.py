@@ -263,3 +263,9 @@ def test_console_output_none_when_it_cannot_be_read(fake):
     fake.fault = on("serialPort", error(500, "INTERNAL", "backend error", "backendError"))
     with pytest.raises(CloudError):
         p.console_output(row(fake))
+    # a "404" in the message (here an address; the fake's own random port did it once) is no
+    # "not found": still an error
+    fake.fault = on("serialPort", error(500, "INTERNAL", "backend 10.0.0.1:40455 error",
+                                        "backendError"))
+    with pytest.raises(CloudError):
+        p.console_output(row(fake))

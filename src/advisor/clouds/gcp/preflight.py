@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from advisor.clouds.base import CloudError, LaunchSpec, PreflightCheck
 from advisor.clouds.gcp.options import CREDENTIALS_HINT
+from advisor.clouds.gcp.resources import _not_found
 from advisor.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def credentials(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
                                   detail=f"project {project} refused: {exc.detail[:160]}",
                                   fix=f"{CREDENTIALS_HINT}; the account needs Compute Engine "
                                   f"in {project} (e.g. roles/compute.instanceAdmin.v1)")
-        if "not found" in exc.detail.lower() or "404" in exc.code:
+        if _not_found(exc):
             return PreflightCheck(name="credentials", ok=False,
                                   detail=f"project {project} or region {spec.region} not found",
                                   fix="check --project (gcloud projects list) and the region")
@@ -184,7 +185,7 @@ def image(p: GcpProvider, spec: LaunchSpec) -> PreflightCheck:
         else:
             return PreflightCheck(name="image", ok=None, detail=f"{spec.image!r} not understood")
     except CloudError as exc:
-        if "not found" in exc.detail.lower() or "404" in exc.detail:
+        if _not_found(exc):
             listing = (f"--filter=family:{family}" if family else "--no-standard-images")
             return PreflightCheck(name="image", ok=False,
                                   detail=f"{what} not found in project {iproject}",

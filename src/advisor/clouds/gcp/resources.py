@@ -74,9 +74,14 @@ def disk_type(machine_type: str) -> str:
 
 
 def _not_found(err: CloudError) -> bool:
-    """A delete that found nothing: gone meanwhile (another down, a crash after the delete)."""
-    text = f"{err.code} {err.detail}".lower()
-    return "notfound" in text or "not found" in text or "404" in text
+    """The resource asked for does not exist (a delete that found nothing: gone meanwhile,
+    another down, a crash after the delete). Read off the error's code (google-api-core's
+    reason ``notFound`` or its ``NotFound`` class, REST's ``NOT_FOUND`` or ``HTTP404``) and
+    the words "not found" in its message, never off a bare "404" in the message: the message
+    quotes URLs and resource names, and a port (127.0.0.1:40455) or a deployment called
+    llama-404 would make any error, a failed delete included, look like "already gone"."""
+    code = err.code.lower().replace("_", "")
+    return "notfound" in code or code in ("404", "http404") or "not found" in err.detail.lower()
 
 
 def network_path(value: str | None) -> str:
