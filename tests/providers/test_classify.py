@@ -167,7 +167,9 @@ def test_aws_errors_without_a_response(aws_provider):
 
 
 # -- GCP --------------------------------------------------------------------------------------
-def _gcp_http(status: int, message: str, reasons: list[str]) -> BaseException:
+def _gcp_http(status: int, message: str, reasons: list[str], method: str = "POST",
+              url: str = "https://compute.googleapis.com/compute/v1/projects/p/zones/"
+              "us-central1-a/instances") -> BaseException:
     from google.api_core import exceptions as gexc
 
     r = requests.Response()
@@ -175,9 +177,7 @@ def _gcp_http(status: int, message: str, reasons: list[str]) -> BaseException:
     r._content = json.dumps({"error": {"code": status, "message": message, "errors": [
         {"message": message, "domain": "global", "reason": reason} for reason in reasons]}}
     ).encode()
-    r.request = requests.Request(
-        "POST", "https://compute.googleapis.com/compute/v1/projects/p/zones/us-central1-a/"
-        "instances").prepare()
+    r.request = requests.Request(method, url).prepare()
     return gexc.from_http_response(r)
 
 
@@ -290,17 +290,6 @@ def test_gcp_classification(gcp_provider, shape, status, codes, message, expecte
         assert err.detail.endswith(" ".join(message.split()))
 
 
-def _gcp_http_at(status: int, message: str, reasons: list[str], url: str) -> BaseException:
-    from google.api_core import exceptions as gexc
-
-    r = requests.Response()
-    r.status_code = status
-    r._content = json.dumps({"error": {"code": status, "message": message, "errors": [
-        {"message": message, "domain": "global", "reason": r_} for r_ in reasons]}}).encode()
-    r.request = requests.Request("DELETE", url).prepare()
-    return gexc.from_http_response(r)
-
-
 def test_gcp_not_found_is_read_off_the_code_never_off_a_404_in_the_message(gcp_provider):
     """A down deletes what is left and takes "not found" as already gone: a bare "404" in the
     message (a local endpoint's port, a deployment called llama-404) must not turn a failed
@@ -308,23 +297,20 @@ def test_gcp_not_found_is_read_off_the_code_never_off_a_404_in_the_message(gcp_p
     returned None instead of raising: a flaky CI run on 2026-12-07)."""
     from advisor.clouds.gcp.resources import _not_found
 
+    zone = "https://compute.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instances"
     failed = [
-        _gcp_http_at(500, "backend error", ["backendError"],
-                     "http://127.0.0.1:40455/compute/v1/projects/p/zones/us-central1-a/"
-                     "instances/pf"),
-        _gcp_http_at(503, "The service is currently unavailable.", ["backendError"],
-                     "https://compute.googleapis.com/compute/v1/projects/p/zones/us-central1-a/"
-                     "instances/advisor-llama-404-x1"),
-        _gcp_http_at(400, "The instance 'advisor-llama-404-x1' is in use", ["resourceInUse"],
-                     "https://compute.googleapis.com/compute/v1/projects/p/zones/us-central1-a/"
-                     "instances/advisor-llama-404-x1"),
+        _gcp_http(500, "backend error", ["backendError"], "DELETE",
+                  "http://127.0.0.1:40455/compute/v1/projects/p/zones/us-central1-a/instances/pf"),
+        _gcp_http(503, "The service is currently unavailable.", ["backendError"], "DELETE",
+                  f"{zone}/advisor-llama-404-x1"),
+        _gcp_http(400, "The instance 'advisor-llama-404-x1' is in use", ["resourceInUse"],
+                  "DELETE", f"{zone}/advisor-llama-404-x1"),
     ]
     for exc in failed:
         err = gcp_provider.classify(exc)
         assert "404" in err.detail and not _not_found(err), err
-    gone = _gcp_http_at(404, "The resource 'projects/p/zones/us-central1-a/instances/pf' was "
-                        "not found", ["notFound"], "https://compute.googleapis.com/compute/v1/"
-                        "projects/p/zones/us-central1-a/instances/pf")
+    gone = _gcp_http(404, "The resource 'projects/p/zones/us-central1-a/instances/pf' was not "
+                     "found", ["notFound"], "DELETE", f"{zone}/pf")
     assert _not_found(gcp_provider.classify(gone))
     # the REST clients' codes (IAM, Secret Manager: the status, else HTTP<n>) and the SDK's
     # class name where no reason came back
