@@ -248,6 +248,36 @@ def test_vllm_release_is_covered_within_one_minor_of_the_runs(version, basis):
         assert c.gaps == ("vllm_release",) and version in c.why and c.within_pct is None
 
 
+@pytest.mark.parametrize(("signed", "lean"), [
+    (4.1, "estimates ran above the measured tpot by 4.1% on median"),
+    (-2.0, "estimates ran below the measured tpot by 2.0% on median"),
+    (1.99, None), (-1.5, None), (None, None)])
+def test_a_perf_label_says_which_way_its_estimates_lean_beyond_two_percent(signed, lean):
+    """The perf sections record each family's signed median error; the label quotes it as a
+    lean from confidence.BIAS_NOTE_PCT (issue 28's ±2% bar) on, and carries it as bias_pct."""
+    fam = {**TABLE["tpot"]["families"]["hopper"], "n": confidence.P90_FROM_RUNS, "p90_pct": 3.5}
+    if signed is not None:
+        fam["signed_median_pct"] = signed
+    c = perf_confidence("Hopper", "qwen2", "0.11.0", "tpot",
+                        data={"tpot": {"families": {"hopper": fam}}})
+    assert c.basis == "calibrated" and c.within_pct == 3.5 and c.bias_pct == signed
+    assert (lean in c.why) if lean else ("estimates ran" not in c.why)
+    # combined with a weaker part the lean travels with that part's why, not this one's
+    mem = memory_confidence("Hopper", "llama", "0.21.0")
+    both = combine(c, mem)
+    assert both.bias_pct == (signed if both.why.startswith("weakest part tpot") else None)
+
+
+def test_the_shipped_perf_labels_carry_the_published_signed_median(cat):
+    shipped = confidence.load()["tpot"]["families"]
+    for fam, group in shipped.items():
+        arch = next(g.architecture for g in cat.gpus.values()
+                    if g.architecture and confidence.family_key(g.architecture) == fam)
+        c = perf_confidence(arch, group["model_types"][0], group["vllm_min"], "tpot")
+        assert c.bias_pct == group["signed_median_pct"]
+        assert ("estimates ran" in c.why) == (abs(group["signed_median_pct"]) >= 2.0)
+
+
 # --- (c) (d) (e) extrapolated, and why ------------------------------------------------------
 
 

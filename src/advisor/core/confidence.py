@@ -54,6 +54,9 @@ SCHEMA_VERSION = 1
 #: a group with at least this many runs and a ``p90_pct`` (the perf sections since issue 28,
 #: hundreds of measured rows per family) quotes its p90 instead of its worst
 P90_FROM_RUNS = 20
+#: a group whose signed median error is at least this far from zero says so in its ``why``: the
+#: bias issue 28 allows a GPU family (±2%); inside it the sign is noise
+BIAS_NOTE_PCT = 2.0
 
 Basis = Literal["calibrated", "extrapolated"]
 Gap = Literal["gpu_family", "model_family", "vllm_release"]
@@ -87,6 +90,9 @@ class Confidence(BaseModel):
     why: str
     #: what was never calibrated (empty when calibrated)
     gaps: tuple[Gap, ...] = ()
+    #: the signed median of the same errors (percent; positive: the estimates ran above the
+    #: measured figures), where the summary records it (the perf sections), else None
+    bias_pct: float | None = None
     #: perf only: the catalog GPU whose measured kernel curves this GPU's estimate took (it has
     #: no kernel tables of its own), None when measured on it or not a perf estimate
     transferred_from: str | None = None
@@ -236,19 +242,27 @@ def _decide(section: str, metric: str, gpu_architecture: str | None, model_type:
         return Confidence(metric=metric, basis="extrapolated", scope=scope,
                           why="extrapolated: " + "; ".join(reasons), gaps=tuple(gaps))
     assert group is not None
+    # which way the estimates lean, where the summary records it (perf sections, issue 28) and
+    # it is beyond BIAS_NOTE_PCT
+    bias = group.get("signed_median_pct")
+    lean = (f"; estimates ran {'above' if bias > 0 else 'below'} the measured {metric} by "
+            f"{abs(bias)}% on median" if bias is not None and abs(bias) >= BIAS_NOTE_PCT
+            else "")
     if group.get("p90_pct") is not None and int(group["n"]) >= P90_FROM_RUNS:
         # enough runs for a percentile (perf sections, issue 28): quote p90, name the worst
         return Confidence(
             metric=metric, basis="calibrated", within_pct=float(group["p90_pct"]),
             median_pct=float(group["median_pct"]), runs=int(group["n"]), scope=scope,
+            bias_pct=None if bias is None else float(bias),
             why=f"within {group['p90_pct']}% on 9 in 10 (p90; median {group['median_pct']}%, "
                 f"worst {group['worst_pct']}%) of {group['n']} measured run(s) of {family} "
-                "GPUs")
+                f"GPUs{lean}")
     return Confidence(
         metric=metric, basis="calibrated", within_pct=float(group["worst_pct"]),
         median_pct=float(group["median_pct"]), runs=int(group["n"]), scope=scope,
+        bias_pct=None if bias is None else float(bias),
         why=f"within {group['worst_pct']}% (worst; median {group['median_pct']}%) on "
-            f"{group['n']} public run(s) of {family} GPUs")
+            f"{group['n']} public run(s) of {family} GPUs{lean}")
 
 
 def memory_confidence(gpu_architecture: str | None, model_type: str, vllm_version: str, *,
@@ -302,4 +316,4 @@ def combine(*parts: Confidence) -> Confidence:
     return Confidence(
         metric=metric, basis="calibrated", within_pct=worst.within_pct,
         median_pct=max(p.median_pct or 0.0 for p in parts), runs=min(p.runs for p in parts),
-        scope=scope, why=f"weakest part {worst.metric}: {worst.why}")
+        bias_pct=worst.bias_pct, scope=scope, why=f"weakest part {worst.metric}: {worst.why}")
