@@ -255,17 +255,26 @@ def test_vllm_release_is_covered_within_one_minor_of_the_runs(version, basis):
 def test_a_perf_label_says_which_way_its_estimates_lean_beyond_two_percent(signed, lean):
     """The perf sections record each family's signed median error; the label quotes it as a
     lean from confidence.BIAS_NOTE_PCT (issue 28's ±2% bar) on, and carries it as bias_pct."""
-    fam = {**TABLE["tpot"]["families"]["hopper"], "n": confidence.P90_FROM_RUNS, "p90_pct": 3.5}
-    if signed is not None:
-        fam["signed_median_pct"] = signed
-    c = perf_confidence("Hopper", "qwen2", "0.11.0", "tpot",
-                        data={"tpot": {"families": {"hopper": fam}}})
+    def label(p90: float) -> Confidence:
+        fam = {**TABLE["tpot"]["families"]["hopper"], "n": confidence.P90_FROM_RUNS,
+               "p90_pct": p90}
+        if signed is not None:
+            fam["signed_median_pct"] = signed
+        return perf_confidence("Hopper", "qwen2", "0.11.0", "tpot",
+                               data={"tpot": {"families": {"hopper": fam}}})
+
+    c = label(3.5)
     assert c.basis == "calibrated" and c.within_pct == 3.5 and c.bias_pct == signed
     assert (lean in c.why) if lean else ("estimates ran" not in c.why)
-    # combined with a weaker part the lean travels with that part's why, not this one's
+    # a combined label is its weakest part's: memory's here (within 4.77%), which has no lean
     mem = memory_confidence("Hopper", "llama", "0.21.0")
+    assert mem.within_pct > 3.5 and mem.bias_pct is None
     both = combine(c, mem)
-    assert both.bias_pct == (signed if both.why.startswith("weakest part tpot") else None)
+    assert both.bias_pct is None and "estimates ran" not in both.why
+    # ... and this one's where it is the weaker
+    both = combine(label(30.0), mem)
+    assert both.why.startswith("weakest part tpot") and both.bias_pct == signed
+    assert (lean in both.why) if lean else ("estimates ran" not in both.why)
 
 
 def test_the_shipped_perf_labels_carry_the_published_signed_median(cat):
