@@ -301,16 +301,12 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
     names (None: the release's defaults, min(2 x max_num_seqs, 512) tokens and
     FULL_AND_PIECEWISE, PIECEWISE before vLLM 0.11.0); they decide which steps pay host launch time
     (:func:`advisor.core.perf.host_s`)."""
-    from advisor.core.perf import ServerFlags, Workload
+    from advisor.core.perf import ServerFlags, Workload, check_context
     from advisor.core.perf import estimate as _estimate
 
     work = Workload(input_len=input_len, output_len=output_len, concurrency=concurrency)
-    if max_model_len is not None and input_len + output_len > max_model_len:
-        # vLLM's OpenAI server refuses such a request (400: "This model's maximum context
-        # length is ..."), so there is nothing to time; ranking.rank refuses it the same way
-        raise UserInputError(
-            f"input ({input_len}) + output ({output_len}) tokens exceed --ctx {max_model_len}",
-            hint="raise --ctx or shorten --input-len / --output-len")
+    if max_model_len is not None:
+        check_context(input_len, output_len, max_model_len)
     server = (ServerFlags(max_cudagraph_capture_size=max_cudagraph_capture_size,
                           cudagraph_mode=cudagraph_mode)
               if max_cudagraph_capture_size is not None or cudagraph_mode is not None else None)

@@ -245,6 +245,7 @@ def _decide(section: str, metric: str, gpu_architecture: str | None, model_type:
     # which way the estimates lean, where the summary records it (perf sections, issue 28) and
     # it is beyond BIAS_NOTE_PCT
     bias = group.get("signed_median_pct")
+    bias_pct = None if bias is None else float(bias)
     lean = (f"; estimates ran {'above' if bias > 0 else 'below'} the measured {metric} by "
             f"{abs(bias)}% on median" if bias is not None and abs(bias) >= BIAS_NOTE_PCT
             else "")
@@ -253,14 +254,14 @@ def _decide(section: str, metric: str, gpu_architecture: str | None, model_type:
         return Confidence(
             metric=metric, basis="calibrated", within_pct=float(group["p90_pct"]),
             median_pct=float(group["median_pct"]), runs=int(group["n"]), scope=scope,
-            bias_pct=None if bias is None else float(bias),
+            bias_pct=bias_pct,
             why=f"within {group['p90_pct']}% on 9 in 10 (p90; median {group['median_pct']}%, "
                 f"worst {group['worst_pct']}%) of {group['n']} measured run(s) of {family} "
                 f"GPUs{lean}")
     return Confidence(
         metric=metric, basis="calibrated", within_pct=float(group["worst_pct"]),
         median_pct=float(group["median_pct"]), runs=int(group["n"]), scope=scope,
-        bias_pct=None if bias is None else float(bias),
+        bias_pct=bias_pct,
         why=f"within {group['worst_pct']}% (worst; median {group['median_pct']}%) on "
             f"{group['n']} public run(s) of {family} GPUs{lean}")
 

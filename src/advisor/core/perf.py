@@ -172,6 +172,16 @@ def memory_efficiency(gpu: Gpu) -> float:
     return MEMORY_EFFICIENCY
 
 
+def check_context(input_len: int, output_len: int, ctx: int) -> None:
+    """A request of ``input_len`` + ``output_len`` tokens must fit ``ctx`` (max_model_len):
+    vLLM's OpenAI server answers a longer one with a 400 ("This model's maximum context length
+    is ..."), so there is nothing to time or rank."""
+    if input_len + output_len > ctx:
+        raise UserInputError(
+            f"input ({input_len}) + output ({output_len}) tokens exceed --ctx {ctx}",
+            hint="raise --ctx or shorten --input-len / --output-len")
+
+
 class Workload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     input_len: int = Field(gt=0)

@@ -28,7 +28,7 @@ from advisor.core.host import HostView
 from advisor.core.layouts import Plan, layouts, place_multi, tp_sizes
 from advisor.core.load import Crossover, FleetSize, QuestionKind, Targets, question, size_fleet
 from advisor.core.model import ModelSpec
-from advisor.core.perf import H2D_BYTES_S, PerfEstimate, Workload, estimate
+from advisor.core.perf import H2D_BYTES_S, PerfEstimate, Workload, check_context, estimate
 from advisor.core.question import KvCacheDtype, Objective
 from advisor.core.sizing import FitRequest, MemoryFit, fit, with_confidence
 from advisor.core.weights import Weights
@@ -531,10 +531,7 @@ def rank(catalog: Catalog, spec: ModelSpec, req: Request, cons: Constraints,
          engine: EngineProfile, instances: list[InstanceType] | None = None
          ) -> tuple[list[Recommendation], list[Rejection]]:
     """All fitting offers, best first, and why each other one was left out."""
-    if req.input_len + req.output_len > req.ctx:
-        raise UserInputError(
-            f"input ({req.input_len}) + output ({req.output_len}) tokens exceed --ctx {req.ctx}",
-            hint="raise --ctx or shorten --input-len / --output-len")
+    check_context(req.input_len, req.output_len, req.ctx)
     ranker = _Ranker(catalog, spec, req, cons, engine)
     recs: list[Recommendation] = []
     rejected: list[Rejection] = []
