@@ -196,3 +196,72 @@ def test_plan_sizes_fleets_with_the_weights_asked_for():
                                 quantization="fp8")
     top40 = advisor.fleet("llama-3.1-70b", 8192, rps=40, quantization="fp8")[0]
     assert curve.points[-1].cheapest.usd_per_month == top40.usd_per_month
+
+
+# --- a checkpoint's own quantization on older GPUs: vLLM's per-method minimum -------------
+
+
+def test_method_floors_are_vllms_minimum_capabilities():
+    from advisor.core.weights import ARCH_COMPUTE_CAPABILITY, METHOD_MIN_CAPABILITY
+
+    # pinned: each is a vLLM QuantizationConfig.get_min_capability or its docs' hardware
+    # table (evidence in advisor/core/weights.py); changing one must break this test
+    assert METHOD_MIN_CAPABILITY == {
+        "mxfp4": 80, "nvfp4": 80, "modelopt": 89, "fp8": 80, "fbgemm_fp8": 80, "awq": 75,
+        "awq_marlin": 80, "gptq_marlin": 80, "gptq": 60, "bitsandbytes": 70, "int8": 75,
+        "w8a8": 75}
+    assert ARCH_COMPUTE_CAPABILITY == {
+        "Volta": 70, "Turing": 75, "Ampere": 80, "Ada Lovelace": 89, "Hopper": 90,
+        "Blackwell": 100, "Blackwell Ultra": 103}
+    # every NVIDIA GPU of the catalog has a floor: a new architecture must be placed
+    nvidia = {g.architecture for g in CAT.gpus.values() if g.vendor == "nvidia"}
+    assert nvidia <= set(ARCH_COMPUTE_CAPABILITY)
+
+
+@pytest.mark.parametrize(("method", "gpu", "refused"), [
+    ("mxfp4", "T4", True), ("mxfp4", "V100-SXM2-32GB", True), ("mxfp4", "A10G", False),
+    ("nvfp4", "T4", True), ("nvfp4", "A100-80GB-SXM", False), ("nvfp4", "B200", False),
+    ("modelopt", "A100-80GB-SXM", True), ("modelopt", "L4", False),
+    ("awq", "V100-SXM2-16GB", True), ("awq", "T4", False), ("gptq", "V100-SXM2-16GB", False),
+    ("gptq_marlin", "T4", True), ("bitsandbytes", "V100-SXM2-16GB", False),
+    ("compressed-tensors-w4", "T4", False),  # scheme-dependent: no rule
+    ("mxfp4", "MI300X", False), ("nvfp4", "MI300X", False),  # AMD: not checked here
+])
+def test_which_gpus_refuse_a_checkpoints_own_quantization(method, gpu, refused):
+    from advisor.core.weights import method_refusal
+
+    own = Weights(scheme="as published", source=method, accuracy="-")
+    g = CAT.gpus[gpu]
+    why = refusal(own, g.architecture, g.fp8_tflops, method)
+    assert (why is not None) == refused
+    assert why == method_refusal(method, g.architecture)
+    if refused:
+        assert method in why and g.architecture in why
+
+
+def test_recommend_never_lists_a_gpu_vllm_cannot_serve_gpt_oss_on_and_says_why():
+    recs, rej = advisor.recommend("gpt-oss-20b", 4096, top=500, with_rejected=True)
+    assert recs
+    gpus = {r.gpu for r in recs}
+    assert not gpus & {"T4", "V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIe-16GB"}
+    assert {"L4", "A10G"} <= gpus  # Ampere and Ada still serve it
+    why = {f"{r.provider}:{r.instance}": r for r in rej}
+    assert "compute capability 8.0" in why["aws:g4dn.xlarge"].reason  # one T4
+    assert why["aws:g4dn.xlarge"].by == "its mxfp4 weights"
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["perf", "--model", "gpt-oss-20b", "--gpu", "V100-SXM2-32GB", "--ctx", "4096",
+      "--input-len", "1024", "--output-len", "256"], "mxfp4 checkpoints on compute capability"),
+    (["fit", "--model", "llama-3-8b", "--gpu", "T4", "--ctx", "8192", "--quantization",
+      "nvfp4"], "Turing GPUs are 7.5"),
+])
+def test_fit_and_perf_refuse_what_vllm_will_not_start_in_one_line(cli, args, needle):
+    r = cli(*args)
+    assert r.exit_code == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "hint:" in lines[0]
+    assert "Traceback" not in r.stderr
+    with pytest.raises(UserInputError, match="compute capability"):
+        advisor.estimate("gpt-oss-20b", "T4", input_len=128, output_len=16)

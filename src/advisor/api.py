@@ -261,6 +261,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     where the GPU's memory figure comes from). The keywords are vLLM's engine arguments."""
     from advisor.core.sizing import FitRequest, with_confidence
     from advisor.core.sizing import fit as _fit
+    from advisor.core.weights import architectures_for, method_refusal
 
     if isinstance(dtype, str) and dtype.lower() in ("fp8", "float8", "fp8_e4m3", "int8", "int4"):
         raise UserInputError(f"--dtype {dtype!r}: --dtype is the activation dtype (auto, "
@@ -275,6 +276,12 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     cat = catalog or load_catalog()
     spec = model_spec(model, catalog=cat, quantization=quantization)
     gid, mem, mem_source = gpu_memory_gib(cat, gpu, gpu_memory_gib_override)
+    method = spec.quantization.method if spec.quantization else None
+    no = method_refusal(method, cat.gpus[gid].architecture)
+    if no:
+        raise UserInputError(f"{spec.name} on {gid}: {no}",
+                             hint=f"pick an {', '.join(architectures_for(method))} GPU, or a "
+                             "checkpoint quantized another way")
     req = FitRequest(gpu_memory_gib=mem, gpu_name=cat.gpus[gid].name, tp=tp, pp=pp,
                      max_model_len=max_model_len,
                      gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
@@ -526,10 +533,12 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
         ok = []
         for inst in pool:
             g = cat.gpus[inst.gpu.model]
-            no = refusal(w, g.architecture, g.fp8_tflops)
+            no = refusal(w, g.architecture, g.fp8_tflops,
+                         s.quantization.method if s.quantization else None)
             if no:
-                rejected.append(Rejection(provider=inst.provider, instance=inst.name,
-                                          reason=no, by="--quantization"))
+                rejected.append(Rejection(
+                    provider=inst.provider, instance=inst.name, reason=no,
+                    by="--quantization" if w.scheme == "fp8" else f"its {w.source} weights"))
             else:
                 ok.append(inst)
         own_gib = (sum(weights_per_gpu(spec, 1, 1, DTYPE_BYTES.get(spec.torch_dtype, 2))) / GIB

@@ -47,6 +47,45 @@ MARLIN_FP8 = {"Ampere"}
 #: capability 8.9 as its minimum)
 NEEDS_FP8_CORES = {"modelopt"}
 
+#: the least CUDA compute capability (x10) of each NVIDIA architecture in the catalog: Volta
+#: V100 7.0, Turing T4 7.5, Ampere A100 8.0 (A10/A10G 8.6), Ada 8.9, Hopper 9.0, Blackwell B200
+#: 10.0 (RTX PRO 6000 12.0), Blackwell Ultra B300 10.3 (NVIDIA's CUDA GPU list; vLLM's
+#: quantization docs use the same SM numbers: "Volta refers to SM 7.0, Turing to SM 7.5,
+#: Ampere to SM 8.0/8.6, Ada to SM 8.9, and Hopper to SM 9.0"). A floor: it is compared with
+#: the minimum a quantization method needs, never used to pick a kernel
+ARCH_COMPUTE_CAPABILITY: dict[str, int] = {
+    "Volta": 70, "Turing": 75, "Ampere": 80, "Ada Lovelace": 89, "Hopper": 90,
+    "Blackwell": 100, "Blackwell Ultra": 103}
+
+#: the least compute capability (x10) vLLM serves a checkpoint's quantization method on: its
+#: ``QuantizationConfig.get_min_capability()``, checked when the engine starts ("The
+#: quantization method mxfp4 is not supported for the current GPU. Minimum capability: 80.
+#: Current capability: 75", vllm-project/vllm issue #22288). Evidence per method:
+#:
+#: * mxfp4 (gpt-oss): 80 (``Mxfp4Config.get_min_capability``, vllm mxfp4.py, quoted at
+#:   e61bac87 in vllm-project/vllm issue #23203 "Support gpt-oss mxfp4 on compute capability
+#:   7.5", open; 90 and 100 before v0.10.2, which advisor does not install)
+#: * nvfp4 (ModelOpt NVFP4): 80 (``ModelOptNvFp4Config.get_min_capability``; below Blackwell
+#:   it runs weight-only through FP4 Marlin, else "Current platform does not support NVFP4
+#:   quantization. Please use Blackwell and above.")
+#: * modelopt (ModelOpt FP8): 89 (``ModelOptFp8Config``; :data:`NEEDS_FP8_CORES`)
+#: * fp8, fbgemm_fp8: 80 (fp8 tensor cores from 8.9, FP8 Marlin W8A16 on Ampere; vLLM's
+#:   quantization docs' hardware table: FP8 W8A8 Ada/Hopper, Marlin (GPTQ/AWQ/FP8) Ampere
+#:   and newer, neither on Volta or Turing)
+#: * awq: 75 (same table: AWQ not on Volta); awq_marlin, gptq_marlin: 80 (Marlin)
+#: * gptq: 60; bitsandbytes: 70 (same table: both on Volta)
+#: * int8, w8a8 (INT8 W8A8): 75 (same table: not on Volta)
+#:
+#: compressed-tensors is left out: whether it runs depends on the scheme inside (W4A16 on
+#: Marlin, W8A8 int8 or fp8), which the sizer does not keep. AMD GPUs are not checked here:
+#: vLLM's ROCm platform lists its own methods (``RocmPlatform.supported_quantization``) and
+#: the list changed between releases. vLLM's docs table is
+#: docs/features/quantization/README.md @ 0328802b
+METHOD_MIN_CAPABILITY: dict[str, int] = {
+    "mxfp4": 80, "nvfp4": 80, "modelopt": 89, "fp8": 80, "fbgemm_fp8": 80, "awq": 75,
+    "awq_marlin": 80, "gptq_marlin": 80, "gptq": 60, "bitsandbytes": 70, "int8": 75,
+    "w8a8": 75}
+
 #: the closest published accuracy measurement of on-the-fly fp8: Intel auto-round,
 #: docs/fp8_block_acc.md @ 48a84bbd (lm-eval on vLLM, 12 tasks' average, round-to-nearest fp8
 #: without calibration, 128x128-block scales; vLLM 0.11's on-the-fly fp8 scales per tensor)
@@ -109,10 +148,30 @@ def check_choice(value: str | None, where: str = "--quantization") -> str:
     return v
 
 
-def refusal(weights: Weights, architecture: str | None, fp8_tflops: float | None) -> str | None:
-    """Why a GPU cannot run ``weights`` in vLLM (None: it can), per the module's evidence."""
-    if weights.scheme != "fp8":
+def method_refusal(method: str | None, architecture: str | None) -> str | None:
+    """Why vLLM will not start a checkpoint quantized by ``method`` on an NVIDIA GPU of
+    ``architecture`` (None: it will, or advisor has no rule for the pair), per
+    :data:`METHOD_MIN_CAPABILITY`."""
+    need = METHOD_MIN_CAPABILITY.get((method or "").lower())
+    have = ARCH_COMPUTE_CAPABILITY.get(architecture or "")
+    if need is None or have is None or have >= need:
         return None
+    return (f"vLLM serves {method} checkpoints on compute capability {need / 10:.1f} or newer; "
+            f"{architecture} GPUs are {have / 10:.1f}")
+
+
+def architectures_for(method: str | None) -> list[str]:
+    """The NVIDIA architectures vLLM serves ``method`` on (every one where it has no floor)."""
+    need = METHOD_MIN_CAPABILITY.get((method or "").lower(), 0)
+    return [a for a, cc in ARCH_COMPUTE_CAPABILITY.items() if cc >= need]
+
+
+def refusal(weights: Weights, architecture: str | None, fp8_tflops: float | None,
+            method: str | None = None) -> str | None:
+    """Why a GPU cannot run ``weights`` in vLLM (None: it can), per the module's evidence;
+    ``method``: the quantization of the checkpoint as published (served as is)."""
+    if weights.scheme != "fp8":
+        return method_refusal(method, architecture)
     if weights.source in NEEDS_FP8_CORES and not fp8_tflops:
         return (f"the {weights.source} fp8 checkpoint {weights.checkpoint} needs fp8 tensor "
                 f"cores (Ada, Hopper, Blackwell); {architecture or 'this GPU'} has none")
