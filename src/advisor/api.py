@@ -328,6 +328,16 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
                              hint="try more --tp, a shorter context or a bigger GPU "
                              "('advisor fit' shows the numbers)")
     g = cat.gpus[cat.gpu(gpu).id]
+    # the all-reduce tables are one node's links (NVLink, PCIe): a TP group wider than the
+    # largest instance of this GPU would all-reduce over the network, which is not timed
+    most = max((i.gpu.count for i in cat.instances.values() if i.gpu.model == g.id),
+               default=None)
+    if most is not None and tp > most:
+        raise UserInputError(
+            f"TP {tp} spans instances: no instance type in the catalog has more than {most} x "
+            f"{g.id}, and advisor times tensor-parallel all-reduces over one node's links only",
+            hint=f"keep --tp at {most} or less and add pipeline stages for more GPUs (e.g. "
+            f"--tp {most} --pp {-(-tp // most)}), as vLLM's multi-node docs advise")
     # a replica runs at most as many sequences as its KV cache (and max_num_seqs) holds; the
     # rest wait in vLLM's queue, which core.perf.estimate adds to their TTFT (issue 15, 16)
     return _estimate(spec, g, result, work, server=server), result

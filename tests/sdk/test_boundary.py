@@ -48,6 +48,8 @@ def test_options_after_the_model_are_keyword_only():
      "--input-len"),
     (lambda: advisor.estimate("llama-3-8b", "H100-SXM", input_len=8000, output_len=193,
                               max_model_len=8192), "exceed --ctx 8192"),
+    (lambda: advisor.estimate("llama-3.1-70b", "H100-SXM", input_len=100, output_len=10,
+                              tp=16), "TP 16 spans instances"),
     (lambda: advisor.render_files("llama-3-8b", 8192, port=80), "--port"),
     (lambda: advisor.render_files("llama-3-8b", 8192, port=70000), "--port"),
     (lambda: advisor.render_files("qwen3-8b", 8192, api_key_ref="aws-ssm:/x;reboot"),
@@ -89,6 +91,10 @@ def test_return_types_are_the_documented_models():
       "--output-len", "10", "--gpu-memory-gib", "inf"], "gpu-memory-gib"),
     (["perf", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--input-len", "100000",
       "--output-len", "128", "--ctx", "8192"], "exceed --ctx 8192"),
+    (["perf", "--model", "llama-3.1-70b", "--gpu", "H100-SXM", "--input-len", "100",
+      "--output-len", "10", "--tp", "16"], "--tp 8 --pp 2"),
+    (["perf", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--input-len", "100",
+      "--output-len", "10", "--pp", "0"], "--pp"),
     (["recommend", "--model", "llama-3-8b", "--ctx", "8192", "--max-tpot-ms", "nan"],
      "--max-tpot-ms"),
     (["recommend", "--model", "llama-3-8b", "--ctx", "8192", "--max-ttft-ms", "-inf"],
@@ -138,3 +144,22 @@ def test_perf_is_reported_at_the_concurrency_the_kv_cache_holds():
     safe, _ = advisor.estimate("llama-3-8b", "L4", input_len=4096, output_len=4096,
                                concurrency=full)
     assert not any("KV cache holds" in n for n in safe.notes)
+
+
+def test_a_tp_group_stays_inside_the_largest_instance_and_perf_takes_pipeline_stages(cli):
+    """The all-reduce tables are one node's links: TP 16 of H100s (8 an instance at most)
+    is refused, TP 16 of A100-40GBs (GCP's 16-GPU a2-megagpu-16g) is not, and the CLI's --pp
+    reaches the estimate (the hint's TP 8 x PP 2 is a real layout)."""
+    a100, _ = advisor.estimate("llama-3.1-70b", "A100-40GB-SXM", input_len=100, output_len=10,
+                               tp=16)
+    assert a100.tpot_ms > 0
+    staged, _ = advisor.estimate("llama-3.1-70b", "H100-SXM", input_len=100, output_len=10,
+                                 tp=8, pp=2)
+    flat, _ = advisor.estimate("llama-3.1-70b", "H100-SXM", input_len=100, output_len=10, tp=8)
+    assert staged.tpot_ms >= flat.tpot_ms  # one token passes both stages
+    r = cli("perf", "--model", "llama-3.1-70b", "--gpu", "H100-SXM", "--input-len", "100",
+            "--output-len", "10", "--tp", "8", "--pp", "2", "--json")
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    assert json.loads(r.stdout)["tpot_ms"] == pytest.approx(staged.tpot_ms)

@@ -44,7 +44,9 @@ def perf_cmd(
     input_len: Annotated[int, typer.Option(help="Prompt tokens per request.")],
     output_len: Annotated[int, typer.Option(help="Generated tokens per request.")],
     concurrency: Annotated[int, typer.Option(help="Sequences in flight.")] = 1,
-    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel size.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel size.", min=1)] = 1,
+    pp: Annotated[int, typer.Option(
+        "--pp", help="Pipeline-parallel size (stages, e.g. one per node).", min=1)] = 1,
     max_model_len: Annotated[int | None, typer.Option(
         "--ctx", "--max-model-len", help="vLLM's max_model_len; default input + output.")]
     = None,
@@ -73,7 +75,7 @@ def perf_cmd(
     cat = catalog_from(catalog)
     gpu = one_gpu(cat, gpu, probe, sysfs_root)
     est, fit = estimate(model, gpu, input_len=input_len, output_len=output_len,
-                        concurrency=concurrency, tp=tp, max_model_len=max_model_len,
+                        concurrency=concurrency, tp=tp, pp=pp, max_model_len=max_model_len,
                         catalog=cat, gpu_memory_gib_override=gpu_memory_gib,
                         vllm_version=vllm_version,
                         kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
@@ -83,7 +85,9 @@ def perf_cmd(
     if json:
         out.emit_json({**est.model_dump(), "fit": fit.model_dump()})
         return
-    out.pairs(f"{model} on {tp} x {cat.gpu(gpu).id}, {input_len} in / {output_len} out, "
+    layout = f"TP {tp} x PP {pp} = " if pp > 1 else ""
+    out.pairs(f"{model} on {layout}{tp * pp} x {cat.gpu(gpu).id}, {input_len} in / "
+              f"{output_len} out, "
               f"{est.concurrency} concurrent", [
                   ("TTFT", out.ms(est.ttft_ms) + " ms"), ("TPOT", out.ms(est.tpot_ms) + " ms"),
                   # vLLM bench prints both: the mean step, and the step most tokens see
