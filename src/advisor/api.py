@@ -804,8 +804,11 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
                                  hint="drop --tp (the ranking picks the layout for the "
                                  "weights), or drop --quantization")
         if tp <= 0 or inst.gpu.count % tp:
+            divisors = [d for d in range(1, inst.gpu.count + 1) if inst.gpu.count % d == 0]
             raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of "
-                                 f"{inst.key}")
+                                 f"{inst.key}",
+                                 hint="give one of " + ", ".join(map(str, divisors))
+                                 + " (replicas fill the rest), or drop --tp")
         short = floor_shortfall(inst)
         if short and not q.get("allow_small_host"):
             raise UserInputError(f"{inst.key}: {short}", hint=hint_for("host floor"))
@@ -852,7 +855,9 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
     vllm_version = vllm_version or DEFAULT_VLLM_VERSION  # None: the release advisor pins
 
     if target not in ("cloud-init", "k8s", "local"):
-        raise UserInputError(f"--target {target!r} is not cloud-init, k8s or local")
+        raise UserInputError(f"--target {target!r} is not cloud-init, k8s or local",
+                             hint="cloud-init (the default: user-data for a cloud VM), k8s "
+                             "(manifests) or local (this host)")
     local = target == "local"
     if not local:
         given = [f for f, v in (("--probe", probe), ("--sysfs-root", sysfs_root), ("--gpu", gpu))

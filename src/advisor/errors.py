@@ -80,6 +80,9 @@ class NotFoundError(UserInputError):
         message = f"unknown {kind} {name!r}"
         if close:
             message += f"; did you mean {', '.join(repr(c) for c in close)}?"
+        elif hint is None and known:  # nothing close: say what there is
+            names = sorted(known)
+            hint = "known: " + ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
         self.kind = kind
         self.name = name
         self.suggestions = close

@@ -163,3 +163,19 @@ def test_a_tp_group_stays_inside_the_largest_instance_and_perf_takes_pipeline_st
     import json
 
     assert json.loads(r.stdout)["tpot_ms"] == pytest.approx(staged.tpot_ms)
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["recommend", "--model", "llama-3-8b", "--ctx", "8192", "--provider", "oracle"],
+     "known: aws, azure, gcp"),
+    (["render", "--model", "qwen3-8b", "--ctx", "8192", "--instance", "aws:g5.12xlarge",
+      "--tp", "3"], "give one of 1, 2, 4"),
+    (["render", "--model", "qwen3-8b", "--ctx", "8192", "--target", "nope"],
+     "cloud-init (the default"),
+])
+def test_refusals_without_a_close_match_still_say_what_to_give(cli, tmp_path, args, hint):
+    r = cli(*args, "--out", str(tmp_path / "out")) if args[0] == "render" else cli(*args)
+    assert r.exit_code == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert " — hint: " in line and hint in line.split(" — hint: ", 1)[1], line
+    assert not (tmp_path / "out").exists()
