@@ -64,7 +64,9 @@ ARCH_COMPUTE_CAPABILITY: dict[str, int] = {
 #:
 #: * mxfp4 (gpt-oss): 80 (``Mxfp4Config.get_min_capability``, vllm mxfp4.py, quoted at
 #:   e61bac87 in vllm-project/vllm issue #23203 "Support gpt-oss mxfp4 on compute capability
-#:   7.5", open; 90 and 100 before v0.10.2, which advisor does not install)
+#:   7.5", open, 2025-08-19; the first gpt-oss builds asked 10.0, vllm-project/vllm PR #22339
+#:   review "Let's change this to 100 for now", then 9.0: a --vllm-version that old is held to
+#:   the newer floor here)
 #: * nvfp4 (ModelOpt NVFP4): 80 (``ModelOptNvFp4Config.get_min_capability``; below Blackwell
 #:   it runs weight-only through FP4 Marlin, else "Current platform does not support NVFP4
 #:   quantization. Please use Blackwell and above.")
