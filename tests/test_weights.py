@@ -265,3 +265,20 @@ def test_fit_and_perf_refuse_what_vllm_will_not_start_in_one_line(cli, args, nee
     assert "Traceback" not in r.stderr
     with pytest.raises(UserInputError, match="compute capability"):
         advisor.estimate("gpt-oss-20b", "T4", input_len=128, output_len=16)
+
+
+def test_the_fp8_rules_and_the_method_floors_agree_on_every_nvidia_gpu():
+    """The fp8 options are decided by the catalog's fp8_tflops and MARLIN_FP8 (which also
+    covers AMD); the as-published floors by METHOD_MIN_CAPABILITY. Both encode vLLM's fp8
+    limits, so on every NVIDIA GPU they must say the same."""
+    from advisor.core.weights import method_refusal
+
+    otf = Weights(scheme="fp8", source="on-the-fly", vllm_quantization="fp8", accuracy="-")
+    ckpt = Weights(scheme="fp8", checkpoint="nvidia/x", source="modelopt", accuracy="-")
+    for g in CAT.gpus.values():
+        if g.vendor != "nvidia":
+            continue
+        assert (refusal(otf, g.architecture, g.fp8_tflops) is None) == (
+            method_refusal("fp8", g.architecture) is None), g.id
+        assert (refusal(ckpt, g.architecture, g.fp8_tflops) is None) == (
+            method_refusal("modelopt", g.architecture) is None), g.id

@@ -318,15 +318,6 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
                           cudagraph_mode=cudagraph_mode)
               if max_cudagraph_capture_size is not None or cudagraph_mode is not None else None)
     cat = catalog or load_catalog()
-    result, spec, _ = fit(model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib_override,
-                          quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
-                          max_model_len=max_model_len or input_len + output_len,
-                          kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb)
-    if not result.fits:
-        raise UserInputError(f"{spec.name} does not fit on {tp * pp} x {gpu}: "
-                             f"{result.notes[0] if result.notes else ''}",
-                             hint="try more --tp, a shorter context or a bigger GPU "
-                             "('advisor fit' shows the numbers)")
     g = cat.gpus[cat.gpu(gpu).id]
     # the all-reduce tables are one node's links (NVLink, PCIe): a TP group wider than the
     # largest instance of this GPU would all-reduce over the network, which is not timed
@@ -338,6 +329,15 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
             f"{g.id}, and advisor times tensor-parallel all-reduces over one node's links only",
             hint=f"keep --tp at {most} or less and add pipeline stages for more GPUs (e.g. "
             f"--tp {most} --pp {-(-tp // most)}), as vLLM's multi-node docs advise")
+    result, spec, _ = fit(model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib_override,
+                          quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
+                          max_model_len=max_model_len or input_len + output_len,
+                          kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb)
+    if not result.fits:
+        raise UserInputError(f"{spec.name} does not fit on {tp * pp} x {gpu}: "
+                             f"{result.notes[0] if result.notes else ''}",
+                             hint="try more --tp, a shorter context or a bigger GPU "
+                             "('advisor fit' shows the numbers)")
     # a replica runs at most as many sequences as its KV cache (and max_num_seqs) holds; the
     # rest wait in vLLM's queue, which core.perf.estimate adds to their TTFT (issue 15, 16)
     return _estimate(spec, g, result, work, server=server), result
@@ -777,7 +777,7 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
     the named instance with the layout the ranking gives it, or the named instance at the TP
     the user asked for."""
     from advisor.core.host import floor_shortfall
-    from advisor.core.layouts import place
+    from advisor.core.layouts import place, tp_sizes
     from advisor.core.ranking import hint_for
 
     q = question or {}
@@ -804,10 +804,11 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
                                  hint="drop --tp (the ranking picks the layout for the "
                                  "weights), or drop --quantization")
         if tp <= 0 or inst.gpu.count % tp:
-            divisors = [d for d in range(1, inst.gpu.count + 1) if inst.gpu.count % d == 0]
+            # the TP sizes the ranking itself lays out on this instance
+            sizes = tp_sizes(model_spec(model, catalog=cat), inst.gpu.count)
             raise UserInputError(f"--tp {tp} does not divide the {inst.gpu.count} GPUs of "
                                  f"{inst.key}",
-                                 hint="give one of " + ", ".join(map(str, divisors))
+                                 hint="give one of " + ", ".join(map(str, sizes))
                                  + " (replicas fill the rest), or drop --tp")
         short = floor_shortfall(inst)
         if short and not q.get("allow_small_host"):
