@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -91,7 +92,28 @@ def test_not_fitting_is_an_answer_with_advice():
     assert any("--tp 2" in n for n in r.notes)
     long = fit(SPECS["llama-3.1-8b"], FitRequest(gpu_memory_gib=22.0, gpu_name="L4",
                                                  max_model_len=131072), profile())
-    assert not long.fits and any("max_model_len of about" in n for n in long.notes)
+    assert not long.fits and any("would fit (--ctx" in n for n in long.notes)
+
+
+@pytest.mark.parametrize("model,gpu_gib,ctx", [
+    ("llama-3.1-8b", 22.0, 131072),   # full attention only: blocks x 16 tokens
+    ("gemma-2-9b", 22.0, 8192),       # full + sliding groups: both hold the shorter request
+    ("mistral-7b", 16.0, 32768),      # sliding only: the window plus one chunk
+])
+def test_the_suggested_max_model_len_is_the_longest_that_fits(model, gpu_gib, ctx):
+    # vLLM refuses such a start with "the estimated maximum model length is N"; the note names
+    # the N at which the same fit passes and N + 1 does not (it once said "about 0" for
+    # gemma-2-9b on an L4, rounding 304 tokens down to a multiple of 1024 and ignoring the
+    # sliding-window group's blocks)
+    def at(n):
+        return fit(SPECS[model], FitRequest(gpu_memory_gib=gpu_gib, gpu_name="L4",
+                                            max_model_len=n), profile())
+    r = at(ctx)
+    assert not r.fits
+    note = next(n for n in r.notes if "would fit" in n)
+    longest = int(re.search(r"max_model_len of (\d+) would fit \(--ctx \1\)", note)[1])
+    assert 0 < longest < ctx
+    assert at(longest).fits and not at(longest + 1).fits
 
 
 @pytest.mark.parametrize("req,match", [

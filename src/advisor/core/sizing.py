@@ -312,8 +312,9 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
                      f"{engine.version} uses for --kv-cache-dtype auto")
     fits = kv_gib > 0 and concurrency >= 1
     if not fits:
-        notes += _why_not(spec, req, kv_gib, concurrency, max_len, kv_b, act_b, per_request,
-                          num_blocks, block)
+        longest = longest_fitting_len(spec, layers, engine, num_blocks, max_len, tokens)
+        notes += _why_not(spec, req, kv_gib, max_len, kv_b, per_request, num_blocks,
+                          groups, longest)
     else:
         notes.append(f"{concurrency:.2f} requests of {max_len} tokens fit at once")
     if spec.is_hybrid and engine.hybrid_kv_allocator:
@@ -339,20 +340,49 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
         cpu_offload_gib=round(offload, 4))
 
 
-def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, concurrency: float,
-             max_len: int, kv_b: float, act_b: float, per_request: int, num_blocks: int,
-             block: int) -> list[str]:
+def longest_fitting_len(spec: ModelSpec, layers: list[int], engine: EngineProfile,
+                        num_blocks: int, max_len: int, batched_tokens: int) -> int:
+    """The longest max_model_len below ``max_len`` whose one request fits ``num_blocks``.
+
+    vLLM answers a KV cache too small for one max_model_len request with "the estimated maximum
+    model length is N" (vllm/v1/core/kv_cache_utils.py estimate_max_model_len, a binary search
+    over max_model_len against the KV memory); this is the same search over the blocks one
+    request needs in every KV cache group (full: the whole sequence; sliding: the window plus
+    one chunk), so a sliding-window model is not told a length its full-attention layers alone
+    would allow. 0 when not even one token fits.
+    """
+    block = engine.block_size
+    groups = kv_layout(spec, layers, engine)[1]
+
+    def need(n: int) -> int:
+        return sum(_blocks_for_request(spec, g, n, block, batched_tokens) for g in groups)
+
+    lo, hi = 0, max_len - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if need(mid) <= num_blocks:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, max_len: int, kv_b: float,
+             per_request: int, num_blocks: int, groups: list[str], longest: int) -> list[str]:
     notes = []
     if kv_gib <= 0:
         notes.append(f"does not fit: weights and working memory exceed the budget by "
                      f"{-kv_gib:.2f} GiB per GPU")
     else:
-        need = per_request - num_blocks
         notes.append(f"does not fit: one {max_len}-token request needs {per_request} KV "
-                     f"blocks, {num_blocks} fit ({need * block} tokens short)")
-        if num_blocks > 0:
-            notes.append(f"a max_model_len of about {num_blocks * block // 1024 * 1024} "
-                         "would fit")
+                     f"blocks, {num_blocks} fit"
+                     + (f" ({max_len - longest} token{'s' * (max_len - longest > 1)} short)"
+                        if groups == ["full"] else
+                        f" (KV cache groups: {', '.join(groups)})"))
+        if longest > 0:
+            notes.append(f"a max_model_len of {longest} would fit (--ctx {longest})")
+        else:
+            notes.append("not even a one-token request fits the KV cache")
     bigger = [t for t in (2, 4, 8) if t > req.tp and spec.num_heads % t == 0]
     if bigger:
         notes.append(f"more TP (--tp {bigger[0]}) splits weights and KV cache over more GPUs")
