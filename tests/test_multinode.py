@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 import advisor
 from advisor.api import fleet
+from advisor.core.host import NUMA_WEIGHT, numa_weight
 from advisor.core.perf import ALLREDUCE_LATENCY_S, PP_HOP_S, Workload, estimate
 from advisor.core.sizing import FitRequest, fit
 
@@ -48,6 +50,40 @@ def test_no_fabric_no_multi_node(big):
     _, small = advisor.recommend("qwen3-32b", 8192, providers=["aws"], with_rejected=True)
     g6 = next(r for r in small if r.instance == "g6.2xlarge")
     assert "records only ethernet" in g6.reason  # the EC2 API says: no EFA on this size
+
+
+def test_a_replica_over_several_instances_weighs_at_least_a_span_over_numa_nodes():
+    span = NUMA_WEIGHT["gpu-bound"]["spans-nodes"]
+    assert span > 0
+    for alignment in ("aligned", "unknown", "spans-nodes"):
+        assert numa_weight("gpu-bound", alignment, 1) == NUMA_WEIGHT["gpu-bound"][alignment]
+        assert numa_weight("host-heavy", alignment, 1) == NUMA_WEIGHT["host-heavy"][alignment]
+        assert numa_weight("host-heavy", alignment, 2) == max(
+            NUMA_WEIGHT["host-heavy"][alignment], span)
+    assert numa_weight("host-heavy", "aligned", 4) == span  # aligned slices: the floor
+    assert numa_weight("host-heavy", "unknown", 2) == 0.5   # an unknown map: its own weight
+
+
+def test_one_instance_ranks_before_a_replica_over_several_at_the_same_price():
+    """Kimi-K2.5 (INT4 experts, ~600 GB) on AWS's RTX PRO 6000 instances: one g7e.48xlarge
+    (8 GPUs, TP 8 over two NUMA nodes), two g7e.24xlarge (TP 4 x PP 2 over EFA) or four
+    g7e.12xlarge cost the same per hour. Two 4-GPU instances on a Ray cluster once ranked
+    first, by the single instance's 2% NUMA-span weight alone; an SRE launches the one box."""
+    kimi = (Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / "configs"
+            / "moonshotai--Kimi-K2.5.json")
+    recs = advisor.recommend(str(kimi), 32768, providers=["aws"], gpus=["RTX-PRO-6000"])
+    by = {r.instance: r for r in recs}
+    one, two, four = by["g7e.48xlarge"], by["g7e.24xlarge"], by["g7e.12xlarge"]
+    assert (one.plan.nodes, two.plan.nodes, four.plan.nodes) == (1, 2, 4)
+    assert one.usd_per_hour == pytest.approx(2 * two.usd_per_hour) \
+        == pytest.approx(4 * four.usd_per_hour)
+    assert (one.numa.alignment, two.numa.alignment) == ("spans-nodes", "aligned")
+    assert one.host.numa_weight == two.host.numa_weight == four.host.numa_weight == \
+        NUMA_WEIGHT["gpu-bound"]["spans-nodes"]
+    assert one.score == two.score == four.score  # a tie: fewer instances per replica first
+    assert [r.instance for r in recs[:3]] == ["g7e.48xlarge", "g7e.24xlarge", "g7e.12xlarge"]
+    assert any("+2% weight: its GPUs span the NUMA nodes of several hosts" in r
+               for r in two.risks)
 
 
 def test_max_nodes_one_keeps_it_on_one_machine():

@@ -525,7 +525,7 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
     recommended for another is not listed as rejected."""
     from advisor.core.engine import GIB
     from advisor.core.model import DTYPE_BYTES
-    from advisor.core.ranking import Rejection, rank
+    from advisor.core.ranking import Rejection, order, rank
     from advisor.core.sizing import weights_per_gpu
     from advisor.core.weights import kernel_for, load_gib, options, refusal
 
@@ -577,8 +577,7 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
         why[k] = (x if k not in why else why[k].model_copy(
             update={"reason": f"{why[k].reason}; {x.reason}"}))
     rejected = list(why.values())
-    recs.sort(key=lambda r: (not r.deployable, r.score, r.usd_per_million_output_tokens,
-                             r.usd_per_hour, r.provider, r.instance))
+    recs.sort(key=order)
     return recs, rejected
 
 

@@ -91,6 +91,23 @@ NUMA_WEIGHT: dict[Regime, dict[str, float]] = {
 }
 
 
+def numa_weight(kind: Regime, alignment: str, nodes: int) -> float:
+    """The score weight of a plan: :data:`NUMA_WEIGHT` of its regime and placement.
+
+    A replica over several instances has its GPUs on several hosts' NUMA nodes, so it is charged
+    at least what a replica spanning the NUMA nodes of one host is charged in the gpu-bound
+    regime: the network between its slices is farther than the link between two sockets, and
+    without this floor two 4-GPU instances on a Ray cluster out-ranked one 8-GPU instance of
+    the same $/h (Kimi-K2.5 on AWS g7e: 2 x g7e.24xlarge TP 4 x PP 2 ahead of g7e.48xlarge
+    TP 8, by the single instance's 2% span weight alone). At an equal score the ranking then
+    puts fewer instances per replica first (:func:`advisor.core.ranking.rank`).
+    """
+    weight = NUMA_WEIGHT[kind][alignment]
+    if nodes > 1:
+        weight = max(weight, NUMA_WEIGHT["gpu-bound"]["spans-nodes"])
+    return weight
+
+
 class HostView(BaseModel):
     """The host facts a recommendation rests on, and the regime and weight it was scored in."""
 
@@ -154,4 +171,5 @@ def view(inst: InstanceType, nodes: int, cpu_offload_gib: float, alignment: str,
                     meets_cpu_floor=cores >= cpu_floor(inst.gpu.count),
                     memory_bandwidth_gb_s_per_gpu=(round(host_bw_per_gpu, 1)
                                                    if host_bw_per_gpu else None),
-                    regime=kind, regime_why=why, numa_weight=NUMA_WEIGHT[kind][alignment])
+                    regime=kind, regime_why=why,
+                    numa_weight=numa_weight(kind, alignment, nodes))

@@ -310,7 +310,7 @@ class _Ranker:
         for plan, f in fitting_ok:
             link = self.link_bytes_s(inst, plan)
             kind, _ = hostmod.regime(inst, plan.nodes, self.req.cpu_offload_gib)
-            weight = hostmod.NUMA_WEIGHT[kind][plan.alignment]
+            weight = hostmod.numa_weight(kind, plan.alignment, plan.nodes)
             for c in self.concurrency_options(f):
                 perf = self._perf(inst.gpu.model, plan.tp, plan.pp, c, plan.nodes,
                                   gbps if plan.nodes > 1 else None, link)
@@ -463,7 +463,8 @@ class _Ranker:
                            f"(TPOT {perf.tpot_ms:.1f} ms, TTFT {perf.ttft_ms:.0f} ms), priced "
                            f"as {plan.nodes} instances")
             risks.append("multi-node serving runs on a Ray cluster: one instance lost stops "
-                         "the replica")
+                         f"the replica (+{hv.numa_weight:.0%} weight: its GPUs span the NUMA "
+                         "nodes of several hosts)")
         else:
             reasons.append(f"{plan.replicas} replica(s) of TP {plan.tp}"
                            + (f" x PP {plan.pp}" if plan.pp > 1 else "")
@@ -551,9 +552,16 @@ def rank(catalog: Catalog, spec: ModelSpec, req: Request, cons: Constraints,
     # the first pick must be one `advisor provision` can launch: deployable offers first, by
     # score; the others (AMD: no ROCm path, advisor.core.deploy) after them, marked, so that a
     # capacity planner still sees what they would cost
-    recs.sort(key=lambda r: (not r.deployable, r.score, r.usd_per_million_output_tokens,
-                             r.usd_per_hour, r.provider, r.instance))
+    recs.sort(key=order)
     return recs, rejected
+
+
+def order(r: Recommendation) -> tuple[bool, float, int, float, float, str, str]:
+    """The ranking's order: deployable first, then by score; at an equal score fewer instances
+    per replica first (a replica over several runs on a Ray cluster and stops when any of them
+    is lost: its risk line says so), then $ per million tokens, $/h and the name."""
+    return (not r.deployable, r.score, r.plan.nodes, r.usd_per_million_output_tokens,
+            r.usd_per_hour, r.provider, r.instance)
 
 
 def hint_for(by: str) -> str:
