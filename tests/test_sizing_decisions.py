@@ -224,8 +224,13 @@ def test_fits_exactly_at_one_request():
                                gpu_memory_utilization=1.0, gpu_name="L4",
                                max_model_len=8192), NEW)
     assert (short.num_blocks, short.fits) == (1477, False)
+    # a block holds 16 tokens of each of the 7 KV cache groups: not "16 tokens short"
     assert short.notes[0] == ("does not fit: one 8192-token request needs 1478 KV blocks, 1477 "
-                              "fit (16 tokens short)")
+                              "fit (KV cache groups: 1 full, 6 sliding)")
+    longest = int(short.notes[1].split("max_model_len of ")[1].split()[0])
+    assert fit(G3, FitRequest(gpu_memory_gib=base + (1477 + 0.5) * block,
+                              gpu_memory_utilization=1.0, gpu_name="L4",
+                              max_model_len=longest), NEW).fits
 
 
 def test_more_gpus_add_nccl_and_cuda_graphs_from_0_21():

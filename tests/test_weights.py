@@ -282,3 +282,87 @@ def test_the_fp8_rules_and_the_method_floors_agree_on_every_nvidia_gpu():
             method_refusal("fp8", g.architecture) is None), g.id
         assert (refusal(ckpt, g.architecture, g.fp8_tflops) is None) == (
             method_refusal("modelopt", g.architecture) is None), g.id
+
+
+# --- the dtype vLLM serves in: no bfloat16 before Ampere, no float16 for Gemma 2/3 ---------
+
+
+def test_the_float16_refusals_are_vllms_list():
+    from advisor.core.weights import BF16_MIN_CAPABILITY, FLOAT16_REFUSED
+
+    # pinned: vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS and CudaPlatformBase's
+    # supported_dtypes (evidence in advisor/core/weights.py)
+    assert FLOAT16_REFUSED == {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
+    assert BF16_MIN_CAPABILITY == 80
+
+
+@pytest.mark.parametrize(("model_type", "checkpoint", "arch", "served"), [
+    ("llama", "bfloat16", "Ampere", "bfloat16"),
+    ("llama", "bfloat16", "Turing", "float16"),      # vLLM warns and casts
+    ("llama", "float32", "Hopper", "bfloat16"),      # float32 checkpoints come down
+    ("llama", "float32", "Volta", "float16"),
+    ("llama", "float16", "Hopper", "float16"),
+    ("gemma2", "bfloat16", "Ampere", "bfloat16"),
+    ("gemma2", "bfloat16", "Turing", "float32"),     # float16 refused: up, not down
+    ("gemma3_text", "bfloat16", "Volta", "float32"),
+    ("gemma2", "float16", "Ampere", "bfloat16"),     # a float16 Gemma checkpoint
+    ("gemma2", "float32", "Turing", "float32"),
+    ("gemma2", "bfloat16", None, "bfloat16"),        # no architecture: one with bfloat16
+    ("gemma2", "bfloat16", "CDNA3", "bfloat16"),     # AMD: not checked here
+])
+def test_auto_dtype_follows_vllms_resolution(model_type, checkpoint, arch, served):
+    from advisor.core.weights import dtype_refusal, served_dtype
+
+    assert served_dtype(model_type, checkpoint, arch) == served
+    upcast = served == "float32" and checkpoint != "float32"
+    assert (dtype_refusal(model_type, checkpoint, arch) is not None) == upcast
+
+
+def test_an_explicit_dtype_the_engine_refuses_is_one_clear_line():
+    from advisor.core.weights import served_dtype
+
+    with pytest.raises(UserInputError, match="gemma2 models in float16"):
+        served_dtype("gemma2", "bfloat16", "Ampere", "float16")
+    with pytest.raises(UserInputError, match="Turing GPUs are 7.5"):
+        served_dtype("llama", "bfloat16", "Turing", "bfloat16")
+    assert served_dtype("gemma2", "bfloat16", "Turing", "float32") == "float32"
+
+
+def test_fit_sizes_gemma_2_on_a_t4_in_float32_as_vllm_runs_it():
+    """vLLM on a T4 logs "doesn't support torch.bfloat16. Falling back to torch.float32" and
+    "Upcasting torch.bfloat16 to torch.float32" for Gemma 3 (unslothai/unsloth issue #3366,
+    2025-09): twice the weights and KV cache of the same model on an L4."""
+    t4, _, _ = advisor.fit("gemma-2-9b", "T4", max_model_len=4096, tp=4)
+    l4, _, _ = advisor.fit("gemma-2-9b", "L4", max_model_len=4096, tp=4)
+    llama, _, _ = advisor.fit("llama-3.1-8b", "T4", max_model_len=4096, tp=4)
+    assert (t4.dtype, l4.dtype, llama.dtype) == ("float32", "bfloat16", "float16")
+    assert t4.weights_gib == pytest.approx(2 * l4.weights_gib, rel=0.02)
+    assert t4.kv_bytes_per_token == 2 * l4.kv_bytes_per_token
+    assert any("in float32 on Turing GPUs" in n for n in t4.notes)
+    assert any("in float16 on Turing GPUs" in n for n in llama.notes)
+    assert not any("vLLM serves this" in n for n in l4.notes)
+
+
+def test_recommend_leaves_out_gpus_that_would_upcast_and_says_why():
+    recs, rej = advisor.recommend("gemma-2-9b", 4096, top=500, with_rejected=True)
+    gpus = {r.gpu for r in recs}
+    assert not gpus & {"T4", "V100-SXM2-16GB", "V100-SXM2-32GB"}
+    assert {"L4", "A10G"} <= gpus
+    why = {f"{r.provider}:{r.instance}": r for r in rej}
+    assert why["aws:p3.8xlarge"].by == "float32 only"  # 4 x V100: it fitted in bfloat16
+    assert "gemma2 in float32 on Volta" in why["aws:p3.8xlarge"].reason
+    small = advisor.recommend("llama-3.1-8b", 4096, gpus=["V100-SXM2-16GB"])
+    assert small  # a Llama is cast down to float16 there, and ranked
+    with pytest.raises(UserInputError, match="float32 only") as err:
+        advisor.recommend("gemma-2-9b", 4096, gpus=["V100-SXM2-16GB"])
+    assert "pick an Ampere or newer GPU" in (err.value.hint or "")
+
+
+def test_perf_refuses_to_time_a_float32_upcast_in_one_line(cli):
+    r = cli("perf", "--model", "gemma-2-9b", "--gpu", "T4", "--tp", "4", "--input-len", "512",
+            "--output-len", "64")
+    assert r.exit_code == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "float32" in lines[0] and "hint:" in lines[0]
+    with pytest.raises(UserInputError, match="no float32 timings"):
+        advisor.estimate("gemma-2-9b", "V100-SXM2-32GB", input_len=128, output_len=16)

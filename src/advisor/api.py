@@ -287,7 +287,8 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                      gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
                      kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
                      max_num_seqs=max_num_seqs, entrypoint=entrypoint,
-                     enforce_eager=enforce_eager, cpu_offload_gib=cpu_offload_gb)
+                     enforce_eager=enforce_eager, cpu_offload_gib=cpu_offload_gb,
+                     gpu_architecture=cat.gpus[gid].architecture)
     result = with_confidence(_fit(spec, req, profile(vllm_version)), cat.gpus[gid].architecture,
                              spec.model_type)
     return result, spec, mem_source
@@ -333,6 +334,13 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
                           quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
                           max_model_len=max_model_len or input_len + output_len,
                           kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb)
+    from advisor.core.weights import dtype_refusal
+
+    no = dtype_refusal(spec.model_type, spec.torch_dtype, g.architecture)
+    if no:
+        raise UserInputError(f"{spec.name} on {g.id}: {no}",
+                             hint="'advisor fit' sizes it in float32; for timings pick an "
+                             "Ampere or newer GPU (bfloat16)")
     if not result.fits:
         raise UserInputError(f"{spec.name} does not fit on {tp * pp} x {gpu}: "
                              f"{result.notes[0] if result.notes else ''}",
@@ -527,7 +535,7 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
     from advisor.core.model import DTYPE_BYTES
     from advisor.core.ranking import Rejection, order, rank
     from advisor.core.sizing import weights_per_gpu
-    from advisor.core.weights import kernel_for, load_gib, options, refusal
+    from advisor.core.weights import dtype_refusal, kernel_for, load_gib, options, refusal
 
     # the model catalog's entry matters only for fp8 (its published checkpoints): the default
     # question does not read the config a second time
@@ -545,10 +553,12 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
             g = cat.gpus[inst.gpu.model]
             no = refusal(w, g.architecture, g.fp8_tflops,
                          s.quantization.method if s.quantization else None)
-            if no:
+            upcast = None if no else dtype_refusal(s.model_type, s.torch_dtype, g.architecture)
+            if no or upcast:
                 rejected.append(Rejection(
-                    provider=inst.provider, instance=inst.name, reason=no,
-                    by="--quantization" if w.scheme == "fp8" else f"its {w.source} weights"))
+                    provider=inst.provider, instance=inst.name, reason=no or upcast or "",
+                    by=("float32 only" if upcast else "--quantization" if w.scheme == "fp8"
+                        else f"its {w.source} weights")))
             else:
                 ok.append(inst)
         own_gib = (sum(weights_per_gpu(spec, 1, 1, DTYPE_BYTES.get(spec.torch_dtype, 2))) / GIB

@@ -184,7 +184,8 @@ class _Ranker:
         f = with_confidence(fit(self.spec, FitRequest(
             gpu_memory_gib=g.cuda_memory_gib, gpu_name=g.name, tp=tp, pp=pp,
             max_model_len=self.req.ctx, kv_cache_dtype=self.req.kv_cache_dtype,
-            cpu_offload_gib=self.req.cpu_offload_gib), self.engine), g.architecture,
+            cpu_offload_gib=self.req.cpu_offload_gib, gpu_architecture=g.architecture),
+            self.engine), g.architecture,
             self.spec.model_type)
         load = self.req.load_weights_gib
         if f.fits and load and load / (tp * pp) > g.cuda_memory_gib:
@@ -590,6 +591,10 @@ def explain_empty(rejected: list[Rejection]) -> UserInputError:
             counts[r.by] = counts.get(r.by, 0) + 1
         parts.append("excluded by " + ", ".join(
             f"{k} ({n})" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+    upcast = any(r.by == "float32 only" for r in constraint)
     return UserInputError("no instance can serve this request: " + " | ".join(parts),
                           hint="relax a constraint, shorten --ctx, or use --kv-cache-dtype fp8; "
-                          "--show-rejected lists every instance with its reason")
+                          + ("float32 only: GPUs without bfloat16 (before Ampere) would run "
+                             "this model in float32, so pick an Ampere or newer GPU; "
+                             if upcast else "")
+                          + "--show-rejected lists every instance with its reason")

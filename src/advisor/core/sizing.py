@@ -39,6 +39,8 @@ class FitRequest(BaseModel):
     #: vLLM's --cpu-offload-gb: GiB of each GPU's weights kept in host memory and streamed to
     #: the GPU over PCIe in every forward pass (vLLM's engine-args docs)
     cpu_offload_gib: float = Field(default=0.0, ge=0, le=4096)
+    #: the GPU's architecture (catalog name, e.g. "Turing"): which dtypes vLLM has there
+    gpu_architecture: str | None = None
 
 
 class MemoryFit(BaseModel):
@@ -97,11 +99,13 @@ def max_len_limit(spec: ModelSpec) -> int | None:
     return int(base * factor)
 
 
-def resolve_dtype(spec: ModelSpec, dtype: str) -> str:
-    if dtype != "auto":
-        return dtype
-    # vLLM "auto": the checkpoint's dtype, but float32 checkpoints are served in bfloat16
-    return "bfloat16" if spec.torch_dtype == "float32" else spec.torch_dtype
+def resolve_dtype(spec: ModelSpec, dtype: str, architecture: str | None = None) -> str:
+    """The dtype vLLM serves ``spec`` in on a GPU of ``architecture`` (None: one with bfloat16):
+    "auto" is the checkpoint's dtype where the GPU runs it, float32 checkpoints in bfloat16
+    (float16 below compute capability 8.0) — :func:`advisor.core.weights.served_dtype`."""
+    from advisor.core.weights import served_dtype
+
+    return served_dtype(spec.model_type, spec.torch_dtype, architecture, dtype)
 
 
 def kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
@@ -270,7 +274,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
             + (" and its config has no rope scaling" if spec.rope_scaling_factor is None else ""),
             hint=f"use --ctx {limit} or less")
 
-    dtype = resolve_dtype(spec, req.dtype)
+    dtype = resolve_dtype(spec, req.dtype, req.gpu_architecture)
     act_b = DTYPE_BYTES[dtype]
     kv_b = 1.0 if req.kv_cache_dtype.startswith("fp8") else act_b
     # "auto" is the checkpoint's own KV dtype where the release reads it (engine.Rule)
@@ -307,6 +311,11 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     groups = kv_layout(spec, layers, engine)[1]
 
     notes: list[str] = []
+    if req.dtype == "auto" and dtype != spec.torch_dtype and spec.torch_dtype != "float32":
+        notes.append(f"vLLM serves this {spec.torch_dtype} checkpoint in {dtype} on "
+                     f"{req.gpu_architecture} GPUs (no bfloat16 below compute capability 8.0"
+                     + (f"; float16 refused for {spec.model_type})" if dtype == "float32"
+                        else ")"))
     if kv_from_checkpoint:
         notes.append(f"KV cache in fp8: the checkpoint's kv_cache_quant_algo, which vLLM "
                      f"{engine.version} uses for --kv-cache-dtype auto")
@@ -378,7 +387,8 @@ def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, max_len: int, kv_b
                      f"blocks, {num_blocks} fit"
                      + (f" ({max_len - longest} token{'s' * (max_len - longest > 1)} short)"
                         if groups == ["full"] else
-                        f" (KV cache groups: {', '.join(groups)})"))
+                        " (KV cache groups: " + ", ".join(
+                            f"{groups.count(k)} {k}" for k in dict.fromkeys(groups)) + ")"))
         if longest > 0:
             notes.append(f"a max_model_len of {longest} would fit (--ctx {longest})")
         else:

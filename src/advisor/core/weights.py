@@ -150,6 +150,65 @@ def check_choice(value: str | None, where: str = "--quantization") -> str:
     return v
 
 
+#: model types vLLM will not run in float16 ("The model type 'gemma2' does not support
+#: float16. Reason: Numerical instability. Please use bfloat16 or float32 instead."):
+#: ``_FLOAT16_NOT_SUPPORTED_MODELS`` in vllm/config/model.py @ 0052a5b8 (vllm/config.py before
+#: the config package, the same list less plamo2)
+FLOAT16_REFUSED = frozenset({"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"})
+
+#: bfloat16 needs compute capability 8.0: ``CudaPlatformBase.supported_dtypes`` (vllm/platforms/
+#: cuda.py) is [bfloat16, float16, float32] from 8.0, [float16, float32] from 6.0 ("Pascal, Volta
+#: and Turing NVIDIA GPUs, BF16 is not supported")
+BF16_MIN_CAPABILITY = 80
+
+
+def served_dtype(model_type: str, checkpoint_dtype: str, architecture: str | None,
+                 asked: str = "auto") -> str:
+    """The dtype vLLM serves a checkpoint in on an NVIDIA GPU of ``architecture``.
+
+    ``asked`` "auto" follows vLLM's ``_resolve_auto_dtype`` (vllm/config/model.py @ 0052a5b8):
+    the GPU's dtypes less float16 for :data:`FLOAT16_REFUSED` types; a float32 checkpoint takes
+    the first of them, another its own dtype where the GPU has it, else the first — so a
+    bfloat16 Llama runs in float16 on a T4, but a bfloat16 Gemma 2 in float32 there. An explicit
+    dtype the engine refuses raises UserInputError, in vLLM's words. Unknown architectures
+    (AMD, a GPU outside :data:`ARCH_COMPUTE_CAPABILITY`) are taken to have all three.
+    """
+    from advisor.errors import UserInputError
+
+    cc = ARCH_COMPUTE_CAPABILITY.get(architecture or "")
+    have = (["bfloat16", "float16", "float32"] if cc is None or cc >= BF16_MIN_CAPABILITY
+            else ["float16", "float32"])
+    refused = model_type in FLOAT16_REFUSED
+    if asked != "auto":
+        if asked == "float16" and refused:
+            raise UserInputError(f"vLLM does not run {model_type} models in float16 "
+                                 "(numerical instability)",
+                                 hint="give --dtype bfloat16 (compute capability 8.0 or newer) "
+                                 "or float32")
+        if asked not in have:
+            raise UserInputError(f"vLLM runs bfloat16 on compute capability 8.0 or newer; "
+                                 f"{architecture} GPUs are {(cc or 0) / 10:.1f}",
+                                 hint="give --dtype float16 (or auto)")
+        return asked
+    usable = [d for d in have if not (refused and d == "float16")]
+    if checkpoint_dtype == "float32" or checkpoint_dtype not in usable:
+        return usable[0]
+    return checkpoint_dtype
+
+
+def dtype_refusal(model_type: str, checkpoint_dtype: str, architecture: str | None
+                  ) -> str | None:
+    """Why advisor does not rank or time a 16-bit checkpoint on this GPU (None: it does): vLLM
+    would upcast it to float32 (:func:`served_dtype`), twice the weights and KV cache and no
+    tensor-core path the kernel tables time."""
+    if checkpoint_dtype == "float32" or served_dtype(
+            model_type, checkpoint_dtype, architecture) != "float32":
+        return None
+    return (f"vLLM serves {model_type} in float32 on {architecture} GPUs (no bfloat16 below "
+            f"compute capability 8.0, and float16 refused for {model_type}: numerical "
+            "instability): twice the memory, and advisor has no float32 timings")
+
+
 def method_refusal(method: str | None, architecture: str | None) -> str | None:
     """Why vLLM will not start a checkpoint quantized by ``method`` on an NVIDIA GPU of
     ``architecture`` (None: it will, or advisor has no rule for the pair), per
