@@ -292,7 +292,7 @@ def test_the_float16_refusals_are_vllms_list():
 
     # pinned: vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS and CudaPlatformBase's
     # supported_dtypes (evidence in advisor/core/weights.py)
-    assert FLOAT16_REFUSED == {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
+    assert frozenset({"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}) == FLOAT16_REFUSED
     assert BF16_MIN_CAPABILITY == 80
 
 
