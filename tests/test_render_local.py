@@ -486,3 +486,16 @@ def test_sdk_errors_are_user_input_errors(host, cat):
     with pytest.raises(UserInputError, match="for --target local"):
         advisor.render_files("qwen3-8b", 8192, sysfs_root=host, catalog=cat)
     assert launch_lines({}, probe(host)) == []
+
+
+def test_a_gated_model_on_this_host_asks_for_a_token_file(host, cat):
+    # the server is this host: the hint is a file the vllm service user can read, not a
+    # cloud's secret store (it named aws-ssm/gcp-secret/azure-kv before)
+    with pytest.raises(advisor.UserInputError, match="the server needs a Hugging Face token") as e:
+        advisor.render_files("llama-3-8b", 8192, target="local", sysfs_root=host, catalog=cat)
+    hint = e.value.hint or ""
+    assert "--hf-token-ref file:/etc/advisor/hf-token" in hint and "root:vllm" in hint
+    assert "aws-ssm" not in hint
+    with pytest.raises(advisor.UserInputError, match="the instance needs") as e:
+        advisor.render_files("llama-3-8b", 8192, catalog=cat)  # cloud-init: the secret store
+    assert "cloud's secret store" in (e.value.hint or "")

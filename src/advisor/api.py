@@ -763,18 +763,27 @@ def local_gpu(*, probe: str | Path | dict[str, Any] | Topology | None = None,
     return _local_gpu(catalog or load_catalog(), probe, sysfs_root)
 
 
-def require_token(cat: Catalog, model: str, hf_token_ref: str | None) -> None:
+def require_token(cat: Catalog, model: str, hf_token_ref: str | None,
+                  local: bool = False) -> None:
     """A model the catalog marks as gated cannot be downloaded without a Hugging Face token:
-    refuse before anything is rendered or launched, rather than fail at boot."""
+    refuse before anything is rendered or launched, rather than fail at boot. ``local``: the
+    server is this host (render --target local), which reads the token from a file."""
     from advisor.clouds.registry import token_ref_forms
 
     entry = cat.models.get(model) or next(
         (m for m in cat.models.values() if m.hf_id.lower() == model.lower()), None)
-    if entry is not None and entry.gated and hf_token_ref is None:
-        raise UserInputError(f"{entry.hf_id} is a gated repository: the instance needs a "
-                             "Hugging Face token to download it",
-                             hint="store a token with access to it in the cloud's secret store "
-                             f"and pass --hf-token-ref ({token_ref_forms()})")
+    if entry is None or not entry.gated or hf_token_ref is not None:
+        return
+    if local:
+        raise UserInputError(f"{entry.hf_id} is a gated repository: the server needs a Hugging "
+                             "Face token to download it",
+                             hint="write a token with access to it to a file (root:vllm, "
+                             "mode 0640, as install.sh checks) and pass --hf-token-ref "
+                             "file:/etc/advisor/hf-token")
+    raise UserInputError(f"{entry.hf_id} is a gated repository: the instance needs a "
+                         "Hugging Face token to download it",
+                         hint="store a token with access to it in the cloud's secret store "
+                         f"and pass --hf-token-ref ({token_ref_forms()})")
 
 
 def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int | None,
@@ -896,7 +905,7 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
     else:
         repo = model
         model_spec(model, catalog=cat)  # a repo id must at least be sizeable (cached config)
-    require_token(cat, model, hf_token_ref)
+    require_token(cat, model, hf_token_ref, local)
     question: dict[str, Any] = {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
                                 "batch": batch, "allow_small_host": allow_small_host,
                                 "quantization": quantization}
