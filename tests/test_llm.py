@@ -73,6 +73,14 @@ def test_nested_text_config_is_read():
     ({"quant_method": "compressed-tensors",
       "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 128}}}},
      "compressed-tensors-w4", 0.5 + 2 / 128),
+    # NVFP4 through compressed-tensors: 4-bit floats, one fp8 scale per 16 (not an fp16 one)
+    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+      "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}},
+     "compressed-tensors-fp4", 0.5 + 1 / 16),
+    ({"quant_method": "compressed-tensors", "format": "float-quantized",
+      "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                              "input_activations": {"num_bits": 8, "type": "float"}}}},
+     "compressed-tensors-fp8", 1.0),
     ({"quant_method": "mxfp4"}, "mxfp4", 4.25 / 8),
     # a ModelOpt NVFP4 export (config.json form, and hf_quant_config's nested form)
     ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4", 4.5 / 8),

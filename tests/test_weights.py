@@ -209,7 +209,8 @@ def test_method_floors_are_vllms_minimum_capabilities():
     assert METHOD_MIN_CAPABILITY == {
         "mxfp4": 80, "nvfp4": 80, "modelopt": 89, "fp8": 80, "fbgemm_fp8": 80, "awq": 75,
         "awq_marlin": 80, "gptq_marlin": 80, "gptq": 60, "bitsandbytes": 70, "int8": 75,
-        "w8a8": 75}
+        "w8a8": 75, "compressed-tensors-w4": 80, "compressed-tensors-w8": 75,
+        "compressed-tensors-fp8": 80, "compressed-tensors-fp4": 80}
     assert ARCH_COMPUTE_CAPABILITY == {
         "Volta": 70, "Turing": 75, "Ampere": 80, "Ada Lovelace": 89, "Hopper": 90,
         "Blackwell": 100, "Blackwell Ultra": 103}
@@ -224,7 +225,13 @@ def test_method_floors_are_vllms_minimum_capabilities():
     ("modelopt", "A100-80GB-SXM", True), ("modelopt", "L4", False),
     ("awq", "V100-SXM2-16GB", True), ("awq", "T4", False), ("gptq", "V100-SXM2-16GB", False),
     ("gptq_marlin", "T4", True), ("bitsandbytes", "V100-SXM2-16GB", False),
-    ("compressed-tensors-w4", "T4", False),  # scheme-dependent: no rule
+    ("compressed-tensors-w4", "T4", True),   # W4A16 on Marlin (vllm #26297)
+    ("compressed-tensors-w4", "A10G", False),
+    ("compressed-tensors-w8", "T4", False),  # int8 W8A8 runs there; W8A16 would not
+    ("compressed-tensors-w8", "V100-SXM2-16GB", True),
+    ("compressed-tensors-fp8", "T4", True),  # the FP8 Marlin fallback needs 8.0
+    ("compressed-tensors-fp8", "A100-80GB-SXM", False),
+    ("compressed-tensors-fp4", "V100-SXM2-32GB", True),
     ("mxfp4", "MI300X", False), ("nvfp4", "MI300X", False),  # AMD: not checked here
 ])
 def test_which_gpus_refuse_a_checkpoints_own_quantization(method, gpu, refused):
@@ -366,3 +373,28 @@ def test_perf_refuses_to_time_a_float32_upcast_in_one_line(cli):
     assert len(lines) == 1 and "float32" in lines[0] and "hint:" in lines[0]
     with pytest.raises(UserInputError, match="no float32 timings"):
         advisor.estimate("gemma-2-9b", "V100-SXM2-32GB", input_len=128, output_len=16)
+
+
+def test_compressed_tensors_checkpoints_are_held_to_their_schemes_floor(tmp_path):
+    """A W4A16 compressed-tensors Llama (RedHatAI's and llm-compressor's usual export) runs on
+    Marlin, Ampere and newer: recommend listed T4 instances for it. An INT8 W8A8 export of the
+    same model still runs on a T4."""
+    base = dict(CAT.model_configs["llama-3.1-8b"])
+    w4 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {
+        "group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int",
+                                                       "group_size": 128}}}}
+    w8a8 = {"quant_method": "compressed-tensors", "format": "int-quantized", "config_groups": {
+        "group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int"},
+                    "input_activations": {"num_bits": 8, "type": "int"}}}}
+    seen = {}
+    for name, q in (("w4", w4), ("w8a8", w8a8)):
+        path = tmp_path / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({**base, "quantization_config": q}))
+        recs, rej = advisor.recommend(str(path), 4096, top=500, with_rejected=True)
+        seen[name] = ({r.gpu for r in recs}, {f"{r.provider}:{r.instance}": r for r in rej})
+    gpus, why = seen["w4"]
+    assert "T4" not in gpus and {"L4", "A10G"} <= gpus
+    assert why["aws:g4dn.xlarge"].by == "its compressed-tensors-w4 weights"
+    assert "Turing GPUs are 7.5" in why["aws:g4dn.xlarge"].reason
+    assert "T4" in seen["w8a8"][0]

@@ -344,8 +344,14 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
             gsize = _int(w, "quantization_config", "group_size", default=0,
                          limit="group_size") or None
             gsize = gsize if gsize and gsize > 0 else None
-            extra = (2 / gsize) if gsize else 0.0
-            return Quantization(method=f"{method}-w{bits}", bytes_per_weight=bits / 8 + extra,
+            # "type": "int" (W4A16/W8A16 on Marlin, W8A8 int8) or "float" (FP8, NVFP4): the
+            # kernels and the least GPU differ (advisor.core.weights.METHOD_MIN_CAPABILITY).
+            # A 4-bit float group carries one 1-byte scale (NVFP4: fp8 per 16 values), an int
+            # group one fp16 scale
+            floating = str(w.get("type") or "int").lower() == "float"
+            extra = ((1 if floating and bits == 4 else 2) / gsize) if gsize else 0.0
+            kind = f"fp{bits}" if floating else f"w{bits}"
+            return Quantization(method=f"{method}-{kind}", bytes_per_weight=bits / 8 + extra,
                                 scope=_scope(cfg, q))
         return Quantization(method=method, bytes_per_weight=bits / 8)
     if method in ("int8", "w8a8"):

@@ -78,15 +78,29 @@ ARCH_COMPUTE_CAPABILITY: dict[str, int] = {
 #: * gptq: 60; bitsandbytes: 70 (same table: both on Volta)
 #: * int8, w8a8 (INT8 W8A8): 75 (same table: not on Volta)
 #:
-#: compressed-tensors is left out: whether it runs depends on the scheme inside (W4A16 on
-#: Marlin, W8A8 int8 or fp8), which the sizer does not keep. AMD GPUs are not checked here:
+#: * compressed-tensors, by the scheme its config_groups give (advisor.core.model reads the
+#:   weights' bits and type): the floor is ``_check_scheme_supported(scheme.get_min_capability())``
+#:   ("Quantization scheme is not supported for the current GPU. Min capability: 80. Current
+#:   capability: 75"), the lowest of the schemes that bits and type allow:
+#:   - w4 (int, W4A16 on Marlin, CompressedTensorsWNA16 "ampere and up"): 80 — vllm-project/vllm
+#:     issues #26297 (vLLM 0.11.0, a Turing RTX 5000: a quantized Qwen3-VL, "Min capability:
+#:     80. Current capability: 75") and #14040
+#:   - w8 (int): 75 — W8A8 INT8 (the docs table: not on Volta); an 8-bit W8A16 asks 80, so a
+#:     Turing GPU is not refused on bits alone
+#:   - fp8 (float 8-bit): 80 — W8A8 FP8 needs 8.9 and falls back to W8A16 FP8 Marlin at 8.0; a
+#:     T4 refuses allenai/olmOCR-2-7B-1025-FP8 with "Min capability: 80. Current capability: 75"
+#:     (its users' notes, e.g. olmocr T4 guides)
+#:   - fp4 (float 4-bit, NVFP4): 80 — W4A4 NVFP4 needs Blackwell and falls back to W4A16 FP4
+#:     on Marlin, 8.0 (the docs table: NVFP4 Marlin Ampere and newer)
+#: AMD GPUs are not checked here:
 #: vLLM's ROCm platform lists its own methods (``RocmPlatform.supported_quantization``) and
 #: the list changed between releases. vLLM's docs table is
 #: docs/features/quantization/README.md @ 0328802b
 METHOD_MIN_CAPABILITY: dict[str, int] = {
     "mxfp4": 80, "nvfp4": 80, "modelopt": 89, "fp8": 80, "fbgemm_fp8": 80, "awq": 75,
     "awq_marlin": 80, "gptq_marlin": 80, "gptq": 60, "bitsandbytes": 70, "int8": 75,
-    "w8a8": 75}
+    "w8a8": 75, "compressed-tensors-w4": 80, "compressed-tensors-w8": 75,
+    "compressed-tensors-fp8": 80, "compressed-tensors-fp4": 80}
 
 #: the closest published accuracy measurement of on-the-fly fp8: Intel auto-round,
 #: docs/fp8_block_acc.md @ 48a84bbd (lm-eval on vLLM, 12 tasks' average, round-to-nearest fp8
