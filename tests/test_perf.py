@@ -159,6 +159,32 @@ def test_static_fp8_checkpoints_skip_the_dynamic_scale_work():
     assert stepmodel.linear_s(k, dt, 256, 256, 1, fp8_input=True) == pytest.approx(floor)
 
 
+def test_compressed_tensors_float_schemes_run_the_fp8_and_nvfp4_kernels():
+    """An FP8-dynamic compressed-tensors checkpoint (RedHatAI's usual export) runs vLLM's fp8
+    W8A8 kernel with per-token dynamic scales on fp8 tensor cores, weight-only Marlin without
+    them; NVFP4 likewise. They were charged the bf16 curve on their bytes everywhere."""
+    alias = "llama-3.1-70b"
+    cfg = CAT.model_configs[alias]
+    fp8 = {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+        "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}}}}
+    fp4 = {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"num_bits": 4, "type": "float", "group_size": 16}}}}
+    w4 = {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"num_bits": 4, "type": "int", "group_size": 128}}}}
+    spec = {name: advisor.spec_from_config({**cfg, "quantization_config": q}, alias)
+            for name, q in (("fp8", fp8), ("fp4", fp4), ("w4", w4))}
+    online = advisor.spec_from_config(cfg, alias, quantization="fp8")
+    h200, b200, a100 = (stepmodel.kernels(CAT.gpus[g]) for g in ("H200", "B200", "A100-80GB-SXM"))
+    assert stepmodel.dtypes(spec["fp8"], h200) == stepmodel.dtypes(online, h200)
+    assert stepmodel.dtypes(spec["fp8"], h200).linear == "fp8"
+    assert not stepmodel.dtypes(spec["fp8"], h200).static_fp8
+    assert stepmodel.dtypes(spec["fp8"], a100).linear == "bfloat16"  # Marlin W8A16
+    assert stepmodel.dtypes(spec["fp4"], b200).linear == "nvfp4"
+    assert stepmodel.dtypes(spec["fp4"], h200).linear == "bfloat16"
+    assert stepmodel.dtypes(spec["w4"], b200).linear == "bfloat16"  # int W4A16: weight-only
+
+
 def _fit_at(alias, gpu, tp, version, quantization=None):
     spec = advisor.spec_from_config(CAT.model_configs[alias], alias, quantization=quantization)
     g = CAT.gpus[gpu]

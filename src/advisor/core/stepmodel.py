@@ -472,11 +472,15 @@ def dtypes(spec: ModelSpec, k: Kernels) -> Dtypes:
     "fp8_block") -> fp8_block; nvfp4 -> nvfp4; mxfp4 experts (gpt-oss) -> nvfp4 where the GPU
     has FP4 tensor cores, else gpt-oss's measured weight-only MXFP4 MoE kernel (w4a16_mxfp4);
     weight-only formats (AWQ, GPTQ, int4, fp8 on a GPU without FP8) run at the bf16 curve's
-    efficiency on their own bytes."""
+    efficiency on their own bytes. compressed-tensors float schemes follow fp8 and nvfp4."""
     q = spec.quantization
     if q is None:
         return Dtypes("bfloat16", 2.0, "bfloat16", 2.0)
     m = q.method.lower()
+    # compressed-tensors FP8 (W8A8, dynamic per-token scales) and NVFP4 run vLLM's fp8 and
+    # nvfp4 kernels where the GPU has them, weight-only Marlin elsewhere (the same fallback
+    # the curves' absence gives below); int schemes stay weight-only
+    m = {"compressed-tensors-fp8": "fp8", "compressed-tensors-fp4": "nvfp4"}.get(m, m)
     moe = ("w4a16_mxfp4" if m == "mxfp4" else "nvfp4" if m in ("nvfp4", "modelopt_fp4")
            else "fp8_block" if m.startswith("fp8_block") or m == "fp8-block"
            else "fp8" if m.startswith("fp8") or m in ("fbgemm_fp8", "modelopt")
