@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from advisor import ModelConfigError, load_catalog
@@ -162,3 +164,47 @@ def test_unknown_quantization_and_missing_fields_are_named():
         spec_from_config(broken, "x")
     with pytest.raises(ModelConfigError, match="does not divide"):
         spec_from_config({**CAT.model_configs["llama-3-8b"], "num_key_value_heads": 5})
+
+
+_BASE = {"num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 8,
+         "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 1024,
+         "max_position_embeddings": 4096}
+
+
+@pytest.mark.parametrize("extra,says", [
+    ({"model_type": "qwen3_next", "full_attention_interval": 4}, "full_attention_interval"),
+    ({"model_type": "qwen3_5_text",
+      "layer_types": ["linear_attention"] * 3 * 2 + ["full_attention"] * 2}, "linear_attention"),
+    ({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M-M*-M"},
+     "hybrid_override_pattern"),
+    ({"model_type": "jamba", "attn_layer_period": 8, "attn_layer_offset": 4},
+     "attn_layer_period"),
+    ({"model_type": "granitemoehybrid", "layer_types": ["mamba"] * 7 + ["attention"]},
+     "mamba"),
+    ({"model_type": "falcon_h1", "mamba_d_ssm": 1024}, "mamba_d_ssm"),
+    ({"model_type": "mamba"}, "no attention layers"),
+])
+def test_state_space_and_linear_attention_models_are_refused_not_mis_sized(extra, says):
+    """Sized as attention on every layer, Qwen3-Next-80B-A3B got 98,304 KV bytes a token
+    (48 layers) where vLLM keeps 24,576 (its 12 attention layers) beside a per-sequence
+    DeltaNet state: a quarter of its KV tokens. advisor refuses such configs in one line."""
+    with pytest.raises(ModelConfigError, match="state-space or linear-attention") as e:
+        spec_from_config({**_BASE, **extra})
+    assert says in e.value.message and "vLLM itself" in (e.value.hint or "")
+
+
+def test_sliding_and_full_attention_layer_types_are_still_attention():
+    s = spec_from_config({**_BASE, "model_type": "gpt_oss", "sliding_window": 128,
+                          "layer_types": ["sliding_attention", "full_attention"] * 4})
+    assert s.layer_kinds == ("sliding", "full") * 4
+    assert spec_from_config({**_BASE, "model_type": "x", "full_attention_interval": None})
+
+
+def test_cli_refuses_a_hybrid_config_in_one_line(cli, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**_BASE, "model_type": "qwen3_next",
+                                "full_attention_interval": 4}))
+    r = cli("fit", "--model", str(path), "--gpu", "H100-SXM", "--ctx", "4096")
+    assert r.exit_code == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "linear-attention" in lines[0] and "hint:" in lines[0]

@@ -451,6 +451,42 @@ def vision_tower(vcfg: dict[str, Any], text_hidden: int, name: str) -> VisionTow
     return VisionTower(model_type=vt or "vit", linear_params=linear, replicated_params=replicated)
 
 
+#: config keys that only state-space or linear-attention hybrids carry: Qwen3-Next
+#: (full_attention_interval: one attention layer in four, the rest Gated DeltaNet), Nemotron-H
+#: (hybrid_override_pattern), Jamba (attn_layer_period), Mamba/Mamba-2/Falcon-H1/Bamba/Granite
+#: 4.0 hybrids (mamba_d_state, mamba_d_ssm, ssm_state_size, mamba_expand), MiniMax-M1/Text-01
+#: (attn_type_list: lightning attention), Kimi-Linear (linear_attn_config), Zamba/Granite
+#: (layers_block_type)
+HYBRID_KEYS = ("full_attention_interval", "hybrid_override_pattern", "attn_layer_period",
+               "mamba_d_state", "mamba_d_ssm", "ssm_state_size", "mamba_expand",
+               "attn_type_list", "linear_attn_config", "layers_block_type")
+#: layer_types entries that are not softmax attention (Qwen3.5's "linear_attention", Granite's
+#: and Falcon-H1's "mamba", LFM2's "conv")
+HYBRID_LAYER_WORDS = ("linear", "mamba", "ssm", "conv", "deltanet", "rwkv")
+
+
+def hybrid_layers(cfg: dict[str, Any]) -> str | None:
+    """What marks ``cfg`` as a state-space or linear-attention model (None: attention only).
+
+    vLLM serves these with a per-sequence recurrent state beside the KV cache of their few
+    attention layers and sizes its blocks to fit that state (vllm/v1 hybrid KV cache manager,
+    MambaSpec); advisor's sizer counts a KV cache on every layer, so it would put Qwen3-Next's
+    KV cache at four times its size and leave its state out. Refused rather than sized wrong."""
+    for key in HYBRID_KEYS:
+        if cfg.get(key) not in (None, False, "", [], {}):
+            return f"its config has {key}"
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        odd = sorted({str(t) for t in types
+                      if any(w in str(t).lower() for w in HYBRID_LAYER_WORDS)})
+        if odd:
+            return f"its layer_types include {', '.join(odd)[:60]}"
+    if str(cfg.get("model_type") or "").lower() in ("mamba", "mamba2", "falcon_mamba", "rwkv",
+                                                      "rwkv6", "rwkv7"):
+        return f"model_type {cfg.get('model_type')} has no attention layers"
+    return None
+
+
 def spec_from_config(cfg: dict[str, Any], name: str = "model",
                      quantization: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed ``config.json`` (raises ModelConfigError)."""
@@ -462,6 +498,13 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     if text is not None:  # multimodal: the language model's config is nested
         cfg = {**{k: v for k, v in top.items() if k != "text_config"}, **text}
     model_type = str(_get(cfg, "model_type", default="") or "")
+    hybrid = hybrid_layers(cfg)
+    if hybrid:
+        raise ModelConfigError(
+            f"{name}: a state-space or linear-attention model ({hybrid}); advisor sizes "
+            "attention-only models, and a KV cache on every layer would be wrong for it",
+            hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size' and "
+            "'Maximum concurrency'")
     layers = _require(cfg, name, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _require(cfg, name, "hidden_size", "n_embd", "d_model")
     heads = _require(cfg, name, "num_attention_heads", "n_head")
