@@ -86,6 +86,16 @@ def test_one_instance_ranks_before_a_replica_over_several_at_the_same_price():
                for r in two.risks)
 
 
+def test_plan_puts_one_instance_first_at_the_same_bill():
+    kimi = (Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / "configs"
+            / "moonshotai--Kimi-K2.5.json")
+    options = fleet(str(kimi), 32768, rps=1, providers=["aws"], gpus=["RTX-PRO-6000"])
+    one, two = options[0], options[1]
+    assert one.usd_per_month == two.usd_per_month and one.headroom == two.headroom
+    assert (one.instance, one.nodes_per_replica) == ("g7e.48xlarge", 1)
+    assert (two.instance, two.nodes_per_replica) == ("g7e.24xlarge", 2)
+
+
 def test_max_nodes_one_keeps_it_on_one_machine():
     recs = advisor.recommend("llama-3.1-405b", 8192, providers=["aws"], max_nodes=1)
     assert all(r.plan.nodes == 1 for r in recs)
