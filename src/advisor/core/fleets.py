@@ -113,10 +113,12 @@ def plan_fleet(recs: list[Recommendation], rps: float, max_instances: int,
                                     f"(--max-instances {max_instances})"))
             continue
         options.append(opt)
-    # at an equal bill and headroom, fewer instances per replica first: a replica over several
-    # runs on a Ray cluster and stops when any of them is lost (as ranking.order does)
-    options.sort(key=lambda o: (o.usd_per_month, -o.headroom, o.nodes_per_replica, o.provider,
-                                o.instance))
+    # at an equal bill and headroom (in whole percent, as the table shows it: a finer
+    # difference is far inside the perf model's error), fewer instances per replica first: a
+    # replica over several runs on a Ray cluster and stops when any of them is lost (as
+    # ranking.order does)
+    options.sort(key=lambda o: (o.usd_per_month, -round(o.headroom, 2), o.nodes_per_replica,
+                                o.provider, o.instance))
     return options, misses
 
 
