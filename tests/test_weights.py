@@ -398,3 +398,56 @@ def test_compressed_tensors_checkpoints_are_held_to_their_schemes_floor(tmp_path
     assert why["aws:g4dn.xlarge"].by == "its compressed-tensors-w4 weights"
     assert "Turing GPUs are 7.5" in why["aws:g4dn.xlarge"].reason
     assert "T4" in seen["w8a8"][0]
+
+
+# --- an fp8 KV cache before Ada, on vLLM's V1-only releases ------------------------------------
+
+
+def test_the_fp8_kv_floor_is_pinned():
+    from advisor.core.weights import KV_FP8_MIN_CAPABILITY, KV_FP8_RULE_SINCE
+
+    assert (KV_FP8_MIN_CAPABILITY, KV_FP8_RULE_SINCE) == (89, "0.11.0")
+
+
+@pytest.mark.parametrize(("kv", "ckpt", "arch", "version", "reads", "refused"), [
+    ("fp8", None, "Ampere", "0.11.0", False, True),       # vllm #26431: an RTX 3090
+    ("fp8_e4m3", None, "Turing", "0.11.0", False, True),
+    ("fp8", None, "Volta", "0.19.0", False, True),
+    ("fp8_e5m2", None, "Ampere", "0.11.0", False, False),  # not checked
+    ("fp8", None, "Ada Lovelace", "0.11.0", False, False),  # L4, L40S: native fp8e4nv
+    ("fp8", None, "Hopper", "0.11.0", False, False),
+    ("fp8", None, "Ampere", "0.10.2", False, False),       # V0 and XFormers served it
+    ("auto", None, "Ampere", "0.11.0", False, False),
+    ("auto", "fp8", "Ampere", "0.14.0", True, True),       # the checkpoint's own fp8 KV
+    ("auto", "fp8", "Ampere", "0.11.0", False, False),     # a release that ignores it
+    ("fp8", None, "CDNA3", "0.11.0", False, False),        # AMD: not checked here
+])
+def test_which_gpus_refuse_an_fp8_kv_cache(kv, ckpt, arch, version, reads, refused):
+    from advisor.core.weights import kv_refusal
+
+    why = kv_refusal(kv, ckpt, arch, version, reads)
+    assert (why is not None) == refused
+    if refused:
+        assert "8.9" in why and arch in why and "#26431" in why
+
+
+def test_recommend_and_fit_hold_an_fp8_kv_cache_to_ada_and_newer(cli):
+    recs, rej = advisor.recommend("llama-3-8b", 8192, kv_cache_dtype="fp8", top=500,
+                                  with_rejected=True)
+    gpus = {r.gpu for r in recs}
+    assert "A10G" not in gpus and "A100-80GB-SXM" not in gpus and {"L4", "L40S"} <= gpus
+    why = {f"{r.provider}:{r.instance}": r for r in rej}
+    assert why["aws:g5.2xlarge"].by == "fp8 KV cache"
+    assert "A10G" in {r.gpu for r in advisor.recommend("llama-3-8b", 8192)}  # bf16 KV: kept
+    r = cli("fit", "--model", "llama-3-8b", "--gpu", "A10G", "--ctx", "8192",
+            "--kv-cache-dtype", "fp8")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "--kv-cache-dtype auto" in r.stderr
+    # the not-fit advice offers an fp8 KV cache only where vLLM can store one
+    a10g, _, _ = advisor.fit("llama-3.1-8b", "A10G", max_model_len=131072)
+    l4, _, _ = advisor.fit("llama-3.1-8b", "L4", max_model_len=131072)
+    assert not any("--kv-cache-dtype fp8" in n for n in a10g.notes)
+    assert any("--kv-cache-dtype fp8" in n for n in l4.notes)
+    old, _, _ = advisor.fit("llama-3-8b", "A10G", max_model_len=8192, kv_cache_dtype="fp8",
+                            vllm_version="0.10.2")
+    assert old.kv_cache_dtype == "fp8"

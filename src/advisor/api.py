@@ -261,7 +261,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     where the GPU's memory figure comes from). The keywords are vLLM's engine arguments."""
     from advisor.core.sizing import FitRequest, with_confidence
     from advisor.core.sizing import fit as _fit
-    from advisor.core.weights import architectures_for, method_refusal
+    from advisor.core.weights import architectures_for, kv_refusal, method_refusal
 
     if isinstance(dtype, str) and dtype.lower() in ("fp8", "float8", "fp8_e4m3", "int8", "int4"):
         raise UserInputError(f"--dtype {dtype!r}: --dtype is the activation dtype (auto, "
@@ -282,6 +282,15 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
         raise UserInputError(f"{spec.name} on {gid}: {no}",
                              hint=f"pick an {', '.join(architectures_for(method))} GPU, or a "
                              "checkpoint quantized another way")
+    eng = profile(vllm_version)
+    no = kv_refusal(kv_cache_dtype, spec.quantization.kv_cache_dtype if spec.quantization
+                    else None, cat.gpus[gid].architecture, eng.version,
+                    eng.checkpoint_kv_dtype)
+    if no:
+        raise UserInputError(f"{spec.name} on {gid}: {no}",
+                             hint=("--kv-cache-dtype auto (the model's dtype), or " if
+                                   kv_cache_dtype != "auto" else "") + "an Ada, Hopper or "
+                             "Blackwell GPU")
     req = FitRequest(gpu_memory_gib=mem, gpu_name=cat.gpus[gid].name, tp=tp, pp=pp,
                      max_model_len=max_model_len,
                      gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
@@ -289,7 +298,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                      max_num_seqs=max_num_seqs, entrypoint=entrypoint,
                      enforce_eager=enforce_eager, cpu_offload_gib=cpu_offload_gb,
                      gpu_architecture=cat.gpus[gid].architecture)
-    result = with_confidence(_fit(spec, req, profile(vllm_version)), cat.gpus[gid].architecture,
+    result = with_confidence(_fit(spec, req, eng), cat.gpus[gid].architecture,
                              spec.model_type)
     return result, spec, mem_source
 
@@ -535,13 +544,21 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
     from advisor.core.model import DTYPE_BYTES
     from advisor.core.ranking import Rejection, order, rank
     from advisor.core.sizing import weights_per_gpu
-    from advisor.core.weights import dtype_refusal, kernel_for, load_gib, options, refusal
+    from advisor.core.weights import (
+        dtype_refusal,
+        kernel_for,
+        kv_refusal,
+        load_gib,
+        options,
+        refusal,
+    )
 
     # the model catalog's entry matters only for fp8 (its published checkpoints): the default
     # question does not read the config a second time
     alias = (cat.models.get(model_config(q.model, catalog=cat)[0]) if choice != "none"
              else None)
     opts = options(choice, spec, alias)
+    eng = profile(q.vllm_version)
     pool = only if only is not None else list(cat.instances.values())
     recs: list[Recommendation] = []
     rejected: list[Rejection] = []
@@ -554,10 +571,14 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
             no = refusal(w, g.architecture, g.fp8_tflops,
                          s.quantization.method if s.quantization else None)
             upcast = None if no else dtype_refusal(s.model_type, s.torch_dtype, g.architecture)
-            if no or upcast:
+            kv = None if no or upcast else kv_refusal(
+                req.kv_cache_dtype, s.quantization.kv_cache_dtype if s.quantization else None,
+                g.architecture, eng.version, eng.checkpoint_kv_dtype)
+            if no or upcast or kv:
                 rejected.append(Rejection(
-                    provider=inst.provider, instance=inst.name, reason=no or upcast or "",
-                    by=("float32 only" if upcast else "--quantization" if w.scheme == "fp8"
+                    provider=inst.provider, instance=inst.name, reason=no or upcast or kv or "",
+                    by=("float32 only" if upcast else "fp8 KV cache" if kv
+                        else "--quantization" if w.scheme == "fp8"
                         else f"its {w.source} weights")))
             else:
                 ok.append(inst)

@@ -322,8 +322,12 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     fits = kv_gib > 0 and concurrency >= 1
     if not fits:
         longest = longest_fitting_len(spec, layers, engine, num_blocks, max_len, tokens)
+        from advisor.core.weights import kv_refusal
+
+        fp8_kv_ok = kv_refusal("fp8", None, req.gpu_architecture, engine.version,
+                               False) is None
         notes += _why_not(spec, req, kv_gib, max_len, kv_b, per_request, num_blocks,
-                          groups, longest)
+                          groups, longest, fp8_kv_ok)
     else:
         notes.append(f"{concurrency:.2f} requests of {max_len} tokens fit at once")
     if spec.is_hybrid and engine.hybrid_kv_allocator:
@@ -377,7 +381,8 @@ def longest_fitting_len(spec: ModelSpec, layers: list[int], engine: EngineProfil
 
 
 def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, max_len: int, kv_b: float,
-             per_request: int, num_blocks: int, groups: list[str], longest: int) -> list[str]:
+             per_request: int, num_blocks: int, groups: list[str], longest: int,
+             fp8_kv_ok: bool = True) -> list[str]:
     notes = []
     if kv_gib <= 0:
         notes.append(f"does not fit: weights and working memory exceed the budget by "
@@ -396,7 +401,7 @@ def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, max_len: int, kv_b
     bigger = [t for t in (2, 4, 8) if t > req.tp and spec.num_heads % t == 0]
     if bigger:
         notes.append(f"more TP (--tp {bigger[0]}) splits weights and KV cache over more GPUs")
-    if kv_b > 1 and spec.mla is None:
+    if kv_b > 1 and spec.mla is None and fp8_kv_ok:  # not where vLLM cannot store fp8 KV
         notes.append("--kv-cache-dtype fp8 halves the KV cache per token")
     notes.append("or a GPU with more memory")
     return notes

@@ -223,6 +223,39 @@ def dtype_refusal(model_type: str, checkpoint_dtype: str, architecture: str | No
             "instability): twice the memory, and advisor has no float32 timings")
 
 
+#: an fp8 (e4m3) KV cache needs compute capability 8.9 from vLLM 0.11.0 on: with V0 gone, V1
+#: stores and reads it with Triton attention kernels that cast to ``tl.float8e4nv``, which
+#: Triton compiles only for 8.9 and newer ("type fp8e4nv not supported in this architecture":
+#: vllm-project/vllm issue #26431, vLLM 0.11.0 on an RTX 3090, open; vllm-project/vllm PR
+#: #45829, open in 2026-06, "SM75–SM88 have no native fp8e4nv cast ... fail at compile time",
+#: adds a software cast). Until 0.11.0 vLLM fell back to its V0 engine and XFormers for it
+#: ("Cannot use FlashAttention backend for FP8 KV cache. Using XFormers backend", logged on
+#: vLLM 0.10.2), which served. fp8_e5m2 is not checked (no public run either way)
+KV_FP8_MIN_CAPABILITY = 89
+KV_FP8_RULE_SINCE = "0.11.0"
+
+
+def kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, architecture: str | None,
+               vllm_version: str, reads_checkpoint_kv: bool) -> str | None:
+    """Why vLLM ``vllm_version`` will not serve this KV cache dtype on an NVIDIA GPU of
+    ``architecture`` (None: it will, or advisor has no rule), per :data:`KV_FP8_MIN_CAPABILITY`.
+    ``kv_cache_dtype`` "auto" is the checkpoint's own (``checkpoint_kv``) where the release
+    reads it (``reads_checkpoint_kv``)."""
+    from advisor.core.engine import parse_version
+
+    kv = kv_cache_dtype
+    if kv == "auto":
+        kv = "fp8" if checkpoint_kv == "fp8" and reads_checkpoint_kv else "auto"
+    cc = ARCH_COMPUTE_CAPABILITY.get(architecture or "")
+    if (kv not in ("fp8", "fp8_e4m3") or cc is None or cc >= KV_FP8_MIN_CAPABILITY
+            or parse_version(vllm_version) < parse_version(KV_FP8_RULE_SINCE)):
+        return None
+    own = " (the checkpoint's)" if kv_cache_dtype == "auto" else ""
+    return (f"an fp8 KV cache{own} needs compute capability 8.9 in vLLM {vllm_version} "
+            f"(Triton's fp8e4nv cast, vllm-project/vllm #26431); {architecture} GPUs are "
+            "below it")
+
+
 def method_refusal(method: str | None, architecture: str | None) -> str | None:
     """Why vLLM will not start a checkpoint quantized by ``method`` on an NVIDIA GPU of
     ``architecture`` (None: it will, or advisor has no rule for the pair), per
