@@ -291,3 +291,20 @@ def test_the_70_gib_batch_defaults_can_cost_tokens():
                                     gpu_memory_utilization=0.5), profile()) for g in (64, 70))
     assert (small.max_num_seqs, big.max_num_seqs) == (256, 1024)
     assert big.kv_cache_tokens < small.kv_cache_tokens
+
+
+def test_tp_must_split_the_kv_heads_as_vllm_splits_them():
+    """phi-4 has 40 query heads and 10 KV heads: vLLM's QKVParallelLinear divides the KV heads
+    by TP (or TP by them, above them), so TP 4 and 8 fail at load ("10 is not divisible by
+    4") although 40 divides by both. fit accepted them, and the ranking laid them out."""
+    from advisor.core.layouts import tp_sizes
+
+    phi = SPECS["phi-4"]
+    assert [t for t in (1, 2, 4, 8, 16) if phi.splits_over(t)] == [1, 2]
+    assert tp_sizes(phi, 8) == [1, 2]
+    with pytest.raises(UserInputError, match="does not divide the 10 KV heads") as e:
+        fit(phi, FitRequest(gpu_memory_gib=22.0, gpu_name="L4", tp=4, max_model_len=8192),
+            profile())
+    assert "1, 2" in (e.value.hint or "")
+    llama = SPECS["llama-3.1-8b"]  # 8 KV heads: TP 16 keeps two replicas of each
+    assert llama.splits_over(16) and not llama.splits_over(3)

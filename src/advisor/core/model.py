@@ -131,6 +131,20 @@ class ModelSpec(BaseModel):
     def is_hybrid(self) -> bool:
         return "sliding" in self.layer_kinds and "full" in self.layer_kinds
 
+    def splits_over(self, tp: int) -> bool:
+        """Whether vLLM can split the attention over ``tp`` GPUs: the query heads divide by it
+        (ModelConfig.verify_with_parallel_config) and the KV heads divide by it or, at a TP
+        above them, it divides by them (QKVParallelLinear: ``divide(total_num_kv_heads,
+        tp_size)``, else ``divide(tp_size, total_num_kv_heads)`` replicas; ``divide`` asserts
+        "is not divisible by"). phi-4's 10 KV heads split over 2 GPUs, not 4 or 8. MLA models
+        keep one latent per token on every rank: only their query heads count."""
+        if tp < 1 or self.num_heads % tp:
+            return False
+        if self.mla is not None:
+            return True
+        kv = self.num_kv_heads
+        return (kv % tp == 0) if tp < kv else (tp % kv == 0)
+
     def is_moe_layer(self, i: int) -> bool:
         m = self.moe
         return m is not None and i >= m.first_dense and (i - m.first_dense) % m.every == 0
