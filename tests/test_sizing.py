@@ -308,3 +308,36 @@ def test_tp_must_split_the_kv_heads_as_vllm_splits_them():
     assert "1, 2" in (e.value.hint or "")
     llama = SPECS["llama-3.1-8b"]  # 8 KV heads: TP 16 keeps two replicas of each
     assert llama.splits_over(16) and not llama.splits_over(3)
+
+
+def test_tp_must_leave_whole_quantization_groups_per_gpu():
+    """vLLM shards a row-parallel layer's input by TP and a group-quantized checkpoint needs
+    whole groups per GPU: Qwen2-72B-AWQ's 29568-wide MLP at TP 8 is vllm-project/vllm #5675
+    ("The input size is not aligned with the quantized weight shape"); the padded 29696 of
+    Qwen's published AWQ export splits. Block-fp8 experts of 1536 (Qwen3-235B-A22B-FP8,
+    MiniMax-M2.5) leave 192 per GPU at TP 8: InferenceX ran MiniMax-M2.5 at TP 8 only with
+    --enable-expert-parallel (benchmarks/perf/README.md item 14), which advisor does not
+    render."""
+    import json
+    from pathlib import Path
+
+    from advisor.core.layouts import tp_sizes
+
+    base = dict(CAT.model_configs["qwen2.5-72b"])
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    raw = spec_from_config({**base, "quantization_config": awq}, "awq")
+    padded = spec_from_config({**base, "intermediate_size": 29696,
+                               "quantization_config": awq}, "awq-padded")
+    assert [t for t in (1, 2, 4, 8) if raw.tp_problem(t) is None] == [1]
+    assert "3696 of the MLP intermediate size 29568" in raw.tp_problem(8)
+    assert [t for t in (1, 2, 4, 8) if padded.tp_problem(t) is None] == [1, 2, 4, 8]
+    assert SPECS["qwen2.5-72b"].tp_problem(8) is None  # bf16: no groups
+    with pytest.raises(UserInputError, match="128-wide quantization groups"):
+        fit(raw, FitRequest(gpu_memory_gib=44.0, gpu_name="L40S", tp=8, max_model_len=8192),
+            profile())
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / "configs"
+    for name in ("Qwen--Qwen3-235B-A22B-FP8.json", "MiniMaxAI--MiniMax-M2.5.json"):
+        s = spec_from_config(json.loads((root / name).read_text()), name)
+        assert (s.quantization.group_size, s.quantization.block_n) == (128, 128)
+        assert tp_sizes(s, 8) == [1, 2, 4]
+        assert "192 of the expert intermediate size 1536" in s.tp_problem(8)

@@ -50,7 +50,7 @@ class Plan(BaseModel):
 
 def tp_sizes(spec: ModelSpec, gpus: int) -> list[int]:
     return [t for t in range(1, gpus + 1)
-            if gpus % t == 0 and spec.splits_over(t) and t & (t - 1) == 0]
+            if gpus % t == 0 and t & (t - 1) == 0 and spec.tp_problem(t) is None]
 
 
 def layouts(spec: ModelSpec, inst: InstanceType, catalog: Catalog,

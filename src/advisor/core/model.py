@@ -62,6 +62,11 @@ class Quantization(BaseModel):
     #: hf_quant_config.json writes it); vLLM from 0.14 runs it for ``--kv-cache-dtype auto``
     #: (engine.Rule checkpoint_kv_dtype). None: the model's dtype
     kv_cache_dtype: Literal["fp8"] | None = None
+    #: the input-dimension (K) granularity of its scales: AWQ/GPTQ/compressed-tensors
+    #: group_size, block fp8's block_k; None: per channel or per tensor (no constraint)
+    group_size: int | None = Field(default=None, gt=0)
+    #: block fp8's block_n, the output-dimension granularity (weight_block_size [n, k])
+    block_n: int | None = Field(default=None, gt=0)
 
 
 class VisionTower(BaseModel):
@@ -130,6 +135,50 @@ class ModelSpec(BaseModel):
     @property
     def is_hybrid(self) -> bool:
         return "sliding" in self.layer_kinds and "full" in self.layer_kinds
+
+    def tp_problem(self, tp: int) -> str | None:
+        """Why vLLM cannot shard this model over ``tp`` GPUs (None: it can), in its words.
+
+        Beyond the heads (:meth:`splits_over`): every column- and row-parallel layer divides its
+        sharded dimension by TP (``divide`` asserts "is not divisible by") — the MLP's
+        intermediate size, each expert's (FusedMoE shards it by TP when expert parallelism is
+        off, as advisor renders it); and a group-quantized checkpoint needs each rank's input
+        slice of a row-parallel layer to hold whole groups ("The input size is not aligned with
+        the quantized weight shape. This can be caused by too large tensor parallel size.":
+        vllm awq.py/gptq.py, vllm-project/vllm #5675 for Qwen2-72B-AWQ at TP 8; Qwen's
+        maintainers, QwenLM/Qwen3 #698: TP must divide the intermediate size, the heads and,
+        quantized, intermediate size / group size), block fp8 whole blocks both ways
+        ("Weight input_size_per_partition = … is not divisible by weight quantization block_k",
+        vllm fp8.py validate_fp8_block_shape)."""
+        if tp < 1 or self.num_heads % tp:
+            return f"TP {tp} does not divide the {self.num_heads} attention heads"
+        if not self.splits_over(tp):
+            return f"TP {tp} does not divide the {self.num_kv_heads} KV heads"
+        dense = self.moe is None or self.moe.first_dense > 0 or self.moe.every > 1
+        dims: list[tuple[str, int, bool]] = []  # (what, size, quantized)
+        q = self.quantization
+        linear_q = q is not None and q.scope == "linear"
+        if dense:
+            dims.append(("MLP intermediate size", self.intermediate_size, linear_q))
+        if self.moe is not None:
+            dims.append(("expert intermediate size", self.moe.expert_intermediate_size,
+                         q is not None))
+            if self.moe.shared_intermediate_size:
+                dims.append(("shared expert intermediate size",
+                             self.moe.shared_intermediate_size, linear_q))
+        if self.mla is None:
+            dims.append(("attention output width", self.num_heads * self.head_dim, False))
+        for what, size, quantized in dims:
+            if size % tp:
+                return f"TP {tp} does not divide the {what} {size}"
+            part = size // tp
+            if quantized and q is not None:
+                for name, g in (("group", q.group_size), ("block", q.block_n)):
+                    if g and part % g:
+                        return (f"TP {tp} leaves {part} of the {what} {size} per GPU, not a "
+                                f"whole number of the checkpoint's {g}-wide quantization "
+                                f"{name}s")
+        return None
 
     def splits_over(self, tp: int) -> bool:
         """Whether vLLM can split the attention over ``tp`` GPUs: the query heads divide by it
@@ -336,7 +385,13 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
         return Quantization(method="nvfp4", bytes_per_weight=4.5 / 8, scope=_scope(cfg, q),
                             kv_cache_dtype=kv)
     if method in ("fp8", "fbgemm_fp8", "modelopt"):
-        return Quantization(method=method, bytes_per_weight=1.0, kv_cache_dtype=kv)
+        block = q.get("weight_block_size")
+        bn = bk = None
+        if isinstance(block, list) and len(block) == 2:
+            bn = _int({"n": block[0]}, "quantization_config", "n", limit="group_size") or None
+            bk = _int({"k": block[1]}, "quantization_config", "k", limit="group_size") or None
+        return Quantization(method=method, bytes_per_weight=1.0, kv_cache_dtype=kv,
+                            group_size=bk, block_n=bn)
     if method == "mxfp4":
         # 4-bit values plus one 8-bit scale per 32 (OCP MX), on the experts only
         return Quantization(method=method, bytes_per_weight=4.25 / 8, scope="experts")
@@ -344,9 +399,11 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
         bits = _int(q, "quantization_config", "bits", "w_bit", default=4, limit="bits")
         group = _int(q, "quantization_config", "group_size", "q_group_size", default=128,
                      limit="group_size") or 128
+        per_channel = group <= 0
         group = group if group > 0 else 4096
         # packed weights + one fp16 scale and one packed zero point per group
-        return Quantization(method=method, bytes_per_weight=bits / 8 + (2 + bits / 8) / group)
+        return Quantization(method=method, bytes_per_weight=bits / 8 + (2 + bits / 8) / group,
+                            group_size=None if per_channel else group)
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
         bits = 8
@@ -366,7 +423,7 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
             extra = ((1 if floating and bits == 4 else 2) / gsize) if gsize else 0.0
             kind = f"fp{bits}" if floating else f"w{bits}"
             return Quantization(method=f"{method}-{kind}", bytes_per_weight=bits / 8 + extra,
-                                scope=_scope(cfg, q))
+                                scope=_scope(cfg, q), group_size=gsize)
         return Quantization(method=method, bytes_per_weight=bits / 8)
     if method in ("int8", "w8a8"):
         return Quantization(method=method, bytes_per_weight=1.0)

@@ -259,13 +259,11 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     if not 0 < util <= 1:
         raise UserInputError(f"gpu_memory_utilization {util} is outside (0, 1]",
                              hint="vLLM's default is 0.9")
-    if not spec.splits_over(req.tp):
-        what = (f"the {spec.num_heads} attention heads" if spec.num_heads % req.tp
-                else f"the {spec.num_kv_heads} KV heads")
-        raise UserInputError(
-            f"TP {req.tp} does not divide {what} of {spec.name}",
-            hint="use a TP size vLLM can split it over: "
-            + ", ".join(str(t) for t in (1, 2, 4, 8, 16) if spec.splits_over(t)))
+    why = spec.tp_problem(req.tp)
+    if why:
+        ok = [str(t) for t in (1, 2, 4, 8, 16) if spec.tp_problem(t) is None]
+        raise UserInputError(f"{spec.name}: {why}",
+                             hint="use a TP size vLLM can shard it over: " + ", ".join(ok))
     if req.pp > spec.num_layers:
         raise UserInputError(f"PP {req.pp} exceeds the {spec.num_layers} layers of {spec.name}")
     limit = max_len_limit(spec)
