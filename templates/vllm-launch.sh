@@ -17,6 +17,8 @@
 #                           span nodes lets vLLM bind each worker to its own GPU's node
 #   ADVISOR_QUANTIZATION    vLLM's --quantization (fp8: on-the-fly fp8 weights); unset: the
 #                           checkpoint's own (a published fp8 checkpoint says so itself)
+#   ADVISOR_KV_CACHE_DTYPE  vLLM's --kv-cache-dtype (fp8, fp8_e4m3, fp8_e5m2: the KV cache the
+#                           plan was sized for); unset: vLLM's default
 #   ADVISOR_DRY_RUN=1       print the command line instead of running it
 #   ADVISOR_ROLE            single (default), or head / worker of a multi-node replica: the
 #                           workers join the head's Ray cluster (ray start --address), the head
@@ -91,6 +93,11 @@ case "${ADVISOR_QUANTIZATION:-}" in
   "") ;;
   fp8) extra+=(--quantization fp8) ;;
   *) log "ADVISOR_QUANTIZATION must be fp8 or unset, not ${ADVISOR_QUANTIZATION:0:40}"; exit 1 ;;
+esac
+case "${ADVISOR_KV_CACHE_DTYPE:-}" in
+  "") ;;
+  fp8 | fp8_e4m3 | fp8_e5m2) extra+=(--kv-cache-dtype "$ADVISOR_KV_CACHE_DTYPE") ;;
+  *) log "ADVISOR_KV_CACHE_DTYPE must be fp8, fp8_e4m3, fp8_e5m2 or unset, not ${ADVISOR_KV_CACHE_DTYPE:0:40}"; exit 1 ;;
 esac
 threads=""
 if [[ "$hidden" == 0 && "${#nodes[@]}" -ge 1 ]]; then

@@ -76,6 +76,19 @@ def test_world_open_range_is_allowed_but_warned(tmp_path):
     assert "ADVISOR_HOST=127.0.0.1" in closed.user_data and closed.warnings == []
 
 
+def test_provision_launches_the_kv_cache_dtype_it_ranked_with():
+    from advisor.provisioning import Question
+
+    fp8 = provision("qwen3-8b", 8192, instance="aws:g6e.2xlarge", name="kv", dry_run=True,
+                    question=Question(kv_cache_dtype="fp8"))
+    assert "ADVISOR_KV_CACHE_DTYPE=fp8" in fp8.user_data
+    plain = provision("qwen3-8b", 8192, instance="aws:g6e.2xlarge", name="kv", dry_run=True)
+    assert "ADVISOR_KV_CACHE_DTYPE=" not in plain.user_data  # the launcher names it, unset
+    with pytest.raises(UserInputError, match="fp8 KV cache"):  # an A10G cannot store it
+        provision("qwen3-8b", 8192, instance="aws:g5.2xlarge", name="kv", dry_run=True,
+                  question=Question(kv_cache_dtype="fp8"))
+
+
 def test_health_probe_against_a_local_server():
     class H(BaseHTTPRequestHandler):
         def do_GET(self):

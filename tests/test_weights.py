@@ -451,3 +451,36 @@ def test_recommend_and_fit_hold_an_fp8_kv_cache_to_ada_and_newer(cli):
     old, _, _ = advisor.fit("llama-3-8b", "A10G", max_model_len=8192, kv_cache_dtype="fp8",
                             vllm_version="0.10.2")
     assert old.kv_cache_dtype == "fp8"
+
+
+def test_an_fp8_kv_cache_is_rendered_as_it_was_sized(tmp_path):
+    """render --kv-cache-dtype fp8 ranks with the fp8 KV cache (no A10G/A100: vLLM 0.11
+    cannot store one there) and passes the flag to the server it renders, in user-data's env
+    file, the k8s args and the real launcher's command line; the default passes nothing."""
+    from advisor.core.layouts import place
+
+    r = advisor.render_files("qwen3-8b", 8192, kv_cache_dtype="fp8")
+    assert CAT.gpus[r.instance.gpu.model].architecture not in ("Ampere", "Turing", "Volta")
+    assert "ADVISOR_KV_CACHE_DTYPE=fp8\n" in r.files["env/vllm-0.env"]
+    plain = advisor.render_files("qwen3-8b", 8192)
+    assert "ADVISOR_KV_CACHE_DTYPE" not in plain.files["env/vllm-0.env"]
+    k8s = advisor.render_files("qwen3-8b", 8192, kv_cache_dtype="fp8", target="k8s")
+    assert any("--kv-cache-dtype" in t and "fp8" in t for t in k8s.files.values())
+    with pytest.raises(UserInputError, match="fp8 KV cache"):
+        advisor.render_files("qwen3-8b", 8192, kv_cache_dtype="fp8", instance="aws:g5.2xlarge")
+    inst = CAT.instance("aws:g6e.2xlarge")
+    req = RenderRequest(model="Qwen/Qwen3-8B", max_model_len=8192, vllm_version="0.11.0",
+                        api_key_ref="file:/k", kv_cache_dtype="fp8")
+    env = dict(line.split("=", 1) for line in replica_env(
+        req, place(inst, CAT, 1, 1), 0).splitlines())
+    (tmp_path / "sys").mkdir()
+    base = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1",
+            "ADVISOR_SYSFS_ROOT": str(tmp_path / "sys"), "ADVISOR_BUS_IDS": ""}
+    run = subprocess.run(["bash", str(LAUNCH)], env={**base, **env}, capture_output=True,
+                         text=True, timeout=30, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.rstrip().endswith("--gpu-memory-utilization 0.9 --kv-cache-dtype fp8")
+    bad = subprocess.run(["bash", str(LAUNCH)],
+                         env={**base, **env, "ADVISOR_KV_CACHE_DTYPE": "fp8 --x"},
+                         capture_output=True, text=True, timeout=30, check=False)
+    assert bad.returncode == 1 and "ADVISOR_KV_CACHE_DTYPE must be" in bad.stderr

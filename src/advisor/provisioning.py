@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from advisor.catalog import Catalog
 from advisor.catalog import load as load_catalog
 from advisor.catalog.schema import InstanceType
+from advisor.choices import KvCacheDtype
 from advisor.clouds import registry
 from advisor.clouds.base import (
     TAG_ATTEMPT,
@@ -199,6 +200,8 @@ class Question(BaseModel):
     allow_small_host: bool = False
     #: the weights to serve (advisor.core.weights: none, fp8, auto)
     quantization: str | None = None
+    #: vLLM's --kv-cache-dtype: ranked with it and passed to the server
+    kv_cache_dtype: KvCacheDtype = "auto"
 
 
 def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None = None,
@@ -267,7 +270,7 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
                hf_token_ref: str | None = None,
                ssh_cidrs: list[str], spot: bool, image: str | None,
                options: Mapping[str, str], gpu_memory_utilization: float = 0.9,
-               quantization: str | None = None) -> LaunchSpec:
+               quantization: str | None = None, kv_cache_dtype: str = "auto") -> LaunchSpec:
     from advisor.render.cloudinit import RenderRequest, render, start_timeout_s
     from advisor.render.envlock import image_python
 
@@ -278,7 +281,8 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
         api_key_ref=api_key_ref, gpu_memory_utilization=gpu_memory_utilization,
         hf_token_ref=hf_token_ref, start_timeout_s=start_timeout_s(weights_gib / plan.nodes),
         python=image_python(inst.provider),
-        quantization="fp8" if quantization == "fp8" else None))
+        quantization="fp8" if quantization == "fp8" else None,
+        kv_cache_dtype=None if kv_cache_dtype == "auto" else kv_cache_dtype))
     return LaunchSpec(
         deployment=name, provider=inst.provider, instance_type=inst.name, region=region,
         gpu_model=inst.gpu.model, gpu_count=inst.gpu.count, vcpus=inst.vcpus,
@@ -429,6 +433,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         spec = build_spec(inst, plan, region, name=name,
                           model_repo=chosen.checkpoint if chosen and chosen.checkpoint else repo,
                           quantization=chosen.vllm_quantization if chosen else None,
+                          kv_cache_dtype=(question or Question()).kv_cache_dtype,
                           model_label=alias,
                           ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
                           port=port, api_key_ref=ref, hf_token_ref=token,

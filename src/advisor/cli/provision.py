@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json as _json
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 
+from advisor.choices import KvCacheDtype
 from advisor.cli import output as out
 from advisor.cli.common import (
+    KV_CHOICES,
     AllowSmallHost,
     Batch,
     CatalogDirs,
@@ -104,6 +106,9 @@ def provision_cmd(
     batch: Batch = False,
     allow_small_host: AllowSmallHost = False,
     quantization: Quantization = None,
+    kv_cache_dtype: Annotated[str, typer.Option(
+        help=f"vLLM's --kv-cache-dtype, passed to the server and sized for: {KV_CHOICES}.")
+    ] = "auto",
     cloud_options: dict[str, dict[str, str]] | None = None,
     dry_run: Annotated[bool, typer.Option(
         help="Print the exact requests and the user-data; call nothing.")] = False,
@@ -123,6 +128,9 @@ def provision_cmd(
     from advisor.provisioning import PreflightRefused, Question, provision
 
     _check_cloud_inputs(provider, instance, image, api_key_ref, hf_token_ref)
+    if kv_cache_dtype not in get_args(KvCacheDtype):
+        raise UserInputError(f"--kv-cache-dtype {kv_cache_dtype[:40]!r}: must be {KV_CHOICES}",
+                             hint="auto (vLLM's default) or fp8")
 
     try:
         result = provision(
@@ -134,7 +142,8 @@ def provision_cmd(
             catalog=catalog_from(catalog),
             provider_options=cloud_options,
             question=Question(max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
-                              allow_small_host=allow_small_host, quantization=quantization))
+                              allow_small_host=allow_small_host, quantization=quantization,
+                              kv_cache_dtype=kv_cache_dtype))
     except PreflightRefused as exc:  # one line per failed check, then the error (exit 2)
         for where, check in exc.checks:
             out.progress(f"preflight failed: {where}: {check.name}: {check.detail}"

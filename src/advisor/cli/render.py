@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
+from advisor.choices import KvCacheDtype
 from advisor.cli import output as out
 from advisor.cli.common import (
+    KV_CHOICES,
     AllowSmallHost,
     Batch,
     CatalogDirs,
@@ -70,6 +72,9 @@ def render_cmd(
     batch: Batch = False,
     allow_small_host: AllowSmallHost = False,
     quantization: Quantization = None,
+    kv_cache_dtype: Annotated[str, typer.Option(
+        help=f"vLLM's --kv-cache-dtype, passed to the server and sized for: {KV_CHOICES}.")
+    ] = "auto",
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -101,7 +106,8 @@ def render_cmd(
                           max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
                           allow_small_host=allow_small_host,
                           catalog=catalog_from(catalog), probe=probe, sysfs_root=sysfs_root,
-                          gpu=gpu, quantization=quantization)
+                          gpu=gpu, quantization=quantization,
+                          kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype))
     inst, plan = result.instance, result.plan
     if out_dir is None:
         _print_local(result, json)

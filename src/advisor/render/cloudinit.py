@@ -135,6 +135,8 @@ class RenderRequest(BaseModel):
     start_timeout_s: int = Field(default=1800, ge=300, le=6 * 3600)
     #: vLLM's --quantization (on-the-fly fp8: advisor.core.weights); None: the checkpoint's own
     quantization: Literal["fp8"] | None = None
+    #: vLLM's --kv-cache-dtype; None: its default (the model's dtype, or the checkpoint's own)
+    kv_cache_dtype: Literal["fp8", "fp8_e4m3", "fp8_e5m2"] | None = None
     #: the image's python3 (major.minor), which the lock is resolved for: Ubuntu 22.04's, which
     #: every default image runs (the install checks it and stops, named, on another)
     python: str = "3.10"
@@ -200,6 +202,7 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
         "ADVISOR_VENV": venv,
         "ADVISOR_VLLM_NUMA_BIND": "1" if numa_bind_flag else "0",
         **({"ADVISOR_QUANTIZATION": req.quantization} if req.quantization else {}),
+        **({"ADVISOR_KV_CACHE_DTYPE": req.kv_cache_dtype} if req.kv_cache_dtype else {}),
     }
     if role != "single":
         lines.update({"ADVISOR_ROLE": role, "ADVISOR_PP": str(plan.pp),

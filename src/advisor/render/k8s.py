@@ -137,6 +137,8 @@ def _serve(req: RenderRequest, plan: Plan) -> list[str]:
             "--gpu-memory-utilization", f"{req.gpu_memory_utilization:g}"]
     if req.quantization:  # on-the-fly fp8 (advisor.core.weights); a checkpoint says its own
         args += ["--quantization", req.quantization]
+    if req.kv_cache_dtype:  # the KV cache the ranking sized (recommend --kv-cache-dtype)
+        args += ["--kv-cache-dtype", req.kv_cache_dtype]
     if _numa_bind(req, plan):
         args.append("--numa-bind")
     if plan.nodes > 1:

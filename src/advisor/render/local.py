@@ -94,9 +94,11 @@ def launch_line(env: dict[str, str], topo: Topology, replica: int = 0) -> Launch
         elif n not in nodes:
             nodes.append(n)
     numa: list[str] = []
-    # the launcher's order: --quantization first, then --numa-bind
+    # the launcher's order: --quantization, --kv-cache-dtype, then --numa-bind
     extra: list[str] = (["--quantization", env["ADVISOR_QUANTIZATION"]]
                         if env.get("ADVISOR_QUANTIZATION") else [])
+    if env.get("ADVISOR_KV_CACHE_DTYPE"):
+        extra += ["--kv-cache-dtype", env["ADVISOR_KV_CACHE_DTYPE"]]
     threads: int | None = None
     binding = "unbound"
     if not hidden and nodes:
