@@ -19,6 +19,7 @@
 #                           checkpoint's own (a published fp8 checkpoint says so itself)
 #   ADVISOR_KV_CACHE_DTYPE  vLLM's --kv-cache-dtype (fp8, fp8_e4m3, fp8_e5m2: the KV cache the
 #                           plan was sized for); unset: vLLM's default
+#   ADVISOR_CPU_OFFLOAD_GB  vLLM's --cpu-offload-gb (GiB of weights per GPU in host memory)
 #   ADVISOR_DRY_RUN=1       print the command line instead of running it
 #   ADVISOR_ROLE            single (default), or head / worker of a multi-node replica: the
 #                           workers join the head's Ray cluster (ray start --address), the head
@@ -99,6 +100,12 @@ case "${ADVISOR_KV_CACHE_DTYPE:-}" in
   fp8 | fp8_e4m3 | fp8_e5m2) extra+=(--kv-cache-dtype "$ADVISOR_KV_CACHE_DTYPE") ;;
   *) log "ADVISOR_KV_CACHE_DTYPE must be fp8, fp8_e4m3, fp8_e5m2 or unset, not ${ADVISOR_KV_CACHE_DTYPE:0:40}"; exit 1 ;;
 esac
+offload="${ADVISOR_CPU_OFFLOAD_GB:-}"
+if [[ -n "$offload" ]]; then
+  [[ "$offload" =~ ^[0-9]{1,4}(\.[0-9]{1,3})?$ ]] \
+    || { log "ADVISOR_CPU_OFFLOAD_GB must be a number of GiB, not ${offload:0:40}"; exit 1; }
+  extra+=(--cpu-offload-gb "$offload")
+fi
 threads=""
 if [[ "$hidden" == 0 && "${#nodes[@]}" -ge 1 ]]; then
   joined="$(IFS=','; printf '%s' "${nodes[*]}")"

@@ -28,3 +28,43 @@ def test_offload_cannot_exceed_the_weights_and_perf_takes_a_quantization():
                               quantization="fp8")
     bf16, _ = advisor.estimate("qwen3-8b", "L40S", input_len=1000, output_len=200)
     assert fp8.tpot_ms < bf16.tpot_ms  # half the bytes to read per step
+
+
+def test_render_and_provision_deploy_the_offload_they_sized(tmp_path):
+    """render/provision --cpu-offload-gb rank with the offload and pass vLLM's flag to the
+    server: the env file, the k8s args and the real launcher's command line (bash, dry run);
+    a value the launcher cannot read as GiB is refused there."""
+    import os
+    import subprocess
+
+    from advisor.core.layouts import place
+    from advisor.provisioning import Question, provision
+    from advisor.render.cloudinit import RenderRequest, offload_arg, replica_env, templates_dir
+
+    assert [offload_arg(x) for x in (0, 1e-05, 2, 1.23456, 4096)] == [
+        "", "", "2", "1.235", "4096"]
+    r = advisor.render_files("llama-3-8b", 8192, cpu_offload_gb=4, batch=True,
+                             hf_token_ref="aws-ssm:/t")
+    assert "ADVISOR_CPU_OFFLOAD_GB=4\n" in r.files["env/vllm-0.env"]
+    k8s = advisor.render_files("llama-3-8b", 8192, cpu_offload_gb=4, batch=True,
+                               hf_token_ref="aws-ssm:/t", target="k8s")
+    assert any("--cpu-offload-gb" in t for t in k8s.files.values())
+    res = provision("qwen3-8b", 8192, instance="aws:g6e.2xlarge", name="off", dry_run=True,
+                    question=Question(cpu_offload_gb=2, batch=True))
+    assert "ADVISOR_CPU_OFFLOAD_GB=2" in res.user_data
+    cat = advisor.load_catalog()
+    req = RenderRequest(model="Qwen/Qwen3-8B", max_model_len=8192, vllm_version="0.11.0",
+                        api_key_ref="file:/k", cpu_offload_gib=2.5)
+    env = dict(line.split("=", 1) for line in replica_env(
+        req, place(cat.instance("aws:g6e.2xlarge"), cat, 1, 1), 0).splitlines())
+    (tmp_path / "sys").mkdir()
+    base = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1",
+            "ADVISOR_SYSFS_ROOT": str(tmp_path / "sys"), "ADVISOR_BUS_IDS": ""}
+    launch = str(templates_dir() / "vllm-launch.sh")
+    run = subprocess.run(["bash", launch], env={**base, **env}, capture_output=True, text=True,
+                         timeout=30, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.rstrip().endswith("--gpu-memory-utilization 0.9 --cpu-offload-gb 2.5")
+    bad = subprocess.run(["bash", launch], env={**base, **env, "ADVISOR_CPU_OFFLOAD_GB": "1e9"},
+                         capture_output=True, text=True, timeout=30, check=False)
+    assert bad.returncode == 1 and "must be a number of GiB" in bad.stderr

@@ -855,7 +855,8 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
         result, _, _ = fit(model, inst.gpu.model, catalog=cat, tp=tp, max_model_len=ctx,
                            gpu_memory_utilization=gpu_memory_utilization,
                            vllm_version=vllm_version,
-                           kv_cache_dtype=q.get("kv_cache_dtype") or "auto")
+                           kv_cache_dtype=q.get("kv_cache_dtype") or "auto",
+                           cpu_offload_gb=q.get("cpu_offload_gb") or 0.0)
         if not result.fits:
             raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
                                  f"{result.notes[0] if result.notes else ''}",
@@ -877,7 +878,8 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                  probe: str | Path | dict[str, Any] | Topology | None = None,
                  sysfs_root: str | Path | None = None,
                  gpu: str | None = None, quantization: str | None = None,
-                 kv_cache_dtype: KvCacheDtype = "auto") -> RenderResult:
+                 kv_cache_dtype: KvCacheDtype = "auto",
+                 cpu_offload_gb: float = 0.0) -> RenderResult:
     """The files that bring ``model`` up on ``instance`` (default: the top recommendation for
     the same latency targets, ``batch`` and ``allow_small_host`` as :func:`recommend`):
     cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests.
@@ -931,7 +933,8 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
     require_token(cat, model, hf_token_ref, local)
     question: dict[str, Any] = {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
                                 "batch": batch, "allow_small_host": allow_small_host,
-                                "quantization": quantization, "kv_cache_dtype": kv_cache_dtype}
+                                "quantization": quantization, "kv_cache_dtype": kv_cache_dtype,
+                                "cpu_offload_gb": cpu_offload_gb}
     topo = None
     if local:
         from advisor.host.local import host_topology, local_instance, with_instance
@@ -974,7 +977,7 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                                  "start_timeout_s": start_timeout_s(weights),
                                  "quantization": chosen.vllm_quantization if chosen else None,
                                  "kv_cache_dtype": None if kv_cache_dtype == "auto"
-                                 else kv_cache_dtype})
+                                 else kv_cache_dtype, "cpu_offload_gib": cpu_offload_gb})
     if target == "k8s":
         from advisor.clouds.base import check_name, default_name
         from advisor.render import k8s

@@ -202,6 +202,8 @@ class Question(BaseModel):
     quantization: str | None = None
     #: vLLM's --kv-cache-dtype: ranked with it and passed to the server
     kv_cache_dtype: KvCacheDtype = "auto"
+    #: vLLM's --cpu-offload-gb, GiB per GPU: ranked with it and passed to the server
+    cpu_offload_gb: float = Field(default=0.0, ge=0, le=4096, allow_inf_nan=False)
 
 
 def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None = None,
@@ -270,7 +272,8 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
                hf_token_ref: str | None = None,
                ssh_cidrs: list[str], spot: bool, image: str | None,
                options: Mapping[str, str], gpu_memory_utilization: float = 0.9,
-               quantization: str | None = None, kv_cache_dtype: str = "auto") -> LaunchSpec:
+               quantization: str | None = None, kv_cache_dtype: str = "auto",
+               cpu_offload_gib: float = 0.0) -> LaunchSpec:
     from advisor.render.cloudinit import RenderRequest, render, start_timeout_s
     from advisor.render.envlock import image_python
 
@@ -282,7 +285,8 @@ def build_spec(inst: InstanceType, plan: Plan, region: str, *, name: str, model_
         hf_token_ref=hf_token_ref, start_timeout_s=start_timeout_s(weights_gib / plan.nodes),
         python=image_python(inst.provider),
         quantization="fp8" if quantization == "fp8" else None,
-        kv_cache_dtype=None if kv_cache_dtype == "auto" else kv_cache_dtype))
+        kv_cache_dtype=None if kv_cache_dtype == "auto" else kv_cache_dtype,
+        cpu_offload_gib=cpu_offload_gib))
     return LaunchSpec(
         deployment=name, provider=inst.provider, instance_type=inst.name, region=region,
         gpu_model=inst.gpu.model, gpu_count=inst.gpu.count, vcpus=inst.vcpus,
@@ -434,6 +438,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
                           model_repo=chosen.checkpoint if chosen and chosen.checkpoint else repo,
                           quantization=chosen.vllm_quantization if chosen else None,
                           kv_cache_dtype=(question or Question()).kv_cache_dtype,
+                          cpu_offload_gib=(question or Question()).cpu_offload_gb,
                           model_label=alias,
                           ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
                           port=port, api_key_ref=ref, hf_token_ref=token,

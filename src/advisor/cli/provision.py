@@ -109,6 +109,9 @@ def provision_cmd(
     kv_cache_dtype: Annotated[str, typer.Option(
         help=f"vLLM's --kv-cache-dtype, passed to the server and sized for: {KV_CHOICES}.")
     ] = "auto",
+    cpu_offload_gb: Annotated[float, typer.Option(
+        help="vLLM's --cpu-offload-gb (GiB of weights per GPU in host memory), passed to the "
+        "server and sized for.")] = 0.0,
     cloud_options: dict[str, dict[str, str]] | None = None,
     dry_run: Annotated[bool, typer.Option(
         help="Print the exact requests and the user-data; call nothing.")] = False,
@@ -128,6 +131,9 @@ def provision_cmd(
     from advisor.provisioning import PreflightRefused, Question, provision
 
     _check_cloud_inputs(provider, instance, image, api_key_ref, hf_token_ref)
+    from advisor.api import finite
+
+    finite("--cpu-offload-gb", cpu_offload_gb, high=4096, strict_low=False)
     if kv_cache_dtype not in get_args(KvCacheDtype):
         raise UserInputError(f"--kv-cache-dtype {kv_cache_dtype[:40]!r}: must be {KV_CHOICES}",
                              hint="auto (vLLM's default) or fp8")
@@ -143,7 +149,7 @@ def provision_cmd(
             provider_options=cloud_options,
             question=Question(max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
                               allow_small_host=allow_small_host, quantization=quantization,
-                              kv_cache_dtype=kv_cache_dtype))
+                              kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb))
     except PreflightRefused as exc:  # one line per failed check, then the error (exit 2)
         for where, check in exc.checks:
             out.progress(f"preflight failed: {where}: {check.name}: {check.detail}"

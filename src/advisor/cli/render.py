@@ -75,6 +75,9 @@ def render_cmd(
     kv_cache_dtype: Annotated[str, typer.Option(
         help=f"vLLM's --kv-cache-dtype, passed to the server and sized for: {KV_CHOICES}.")
     ] = "auto",
+    cpu_offload_gb: Annotated[float, typer.Option(
+        help="vLLM's --cpu-offload-gb (GiB of weights per GPU in host memory), passed to the "
+        "server and sized for.")] = 0.0,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -107,7 +110,8 @@ def render_cmd(
                           allow_small_host=allow_small_host,
                           catalog=catalog_from(catalog), probe=probe, sysfs_root=sysfs_root,
                           gpu=gpu, quantization=quantization,
-                          kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype))
+                          kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
+                          cpu_offload_gb=cpu_offload_gb)
     inst, plan = result.instance, result.plan
     if out_dir is None:
         _print_local(result, json)

@@ -137,6 +137,8 @@ class RenderRequest(BaseModel):
     quantization: Literal["fp8"] | None = None
     #: vLLM's --kv-cache-dtype; None: its default (the model's dtype, or the checkpoint's own)
     kv_cache_dtype: Literal["fp8", "fp8_e4m3", "fp8_e5m2"] | None = None
+    #: vLLM's --cpu-offload-gb: GiB of each GPU's weights kept in host memory (0: none)
+    cpu_offload_gib: float = Field(default=0.0, ge=0, le=4096)
     #: the image's python3 (major.minor), which the lock is resolved for: Ubuntu 22.04's, which
     #: every default image runs (the install checks it and stops, named, on another)
     python: str = "3.10"
@@ -149,6 +151,13 @@ class RenderRequest(BaseModel):
 #: why a slow mirror times out; the unit's TimeoutStartSec and the health check share it.
 START_FIXED_S = 900
 START_DOWNLOAD_MIB_S = 50
+
+
+def offload_arg(gib: float) -> str:
+    """``--cpu-offload-gb``'s value as the launcher accepts it: GiB to the MiB-ish third
+    decimal, no exponent ("" for none)."""
+    text = f"{round(gib, 3):.3f}".rstrip("0").rstrip(".")
+    return "" if text in ("", "0") else text
 
 
 def start_timeout_s(weights_gib: float) -> int:
@@ -203,6 +212,8 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
         "ADVISOR_VLLM_NUMA_BIND": "1" if numa_bind_flag else "0",
         **({"ADVISOR_QUANTIZATION": req.quantization} if req.quantization else {}),
         **({"ADVISOR_KV_CACHE_DTYPE": req.kv_cache_dtype} if req.kv_cache_dtype else {}),
+        **({"ADVISOR_CPU_OFFLOAD_GB": offload_arg(req.cpu_offload_gib)}
+           if offload_arg(req.cpu_offload_gib) else {}),
     }
     if role != "single":
         lines.update({"ADVISOR_ROLE": role, "ADVISOR_PP": str(plan.pp),

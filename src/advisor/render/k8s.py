@@ -23,7 +23,7 @@ import yaml
 from advisor.catalog.schema import InstanceType
 from advisor.core.layouts import Plan
 from advisor.errors import UserInputError
-from advisor.render.cloudinit import RenderRequest, check_value
+from advisor.render.cloudinit import RenderRequest, check_value, offload_arg
 
 IMAGE = "docker.io/vllm/vllm-openai"
 SECRET = "advisor-vllm-api-key"
@@ -139,6 +139,8 @@ def _serve(req: RenderRequest, plan: Plan) -> list[str]:
         args += ["--quantization", req.quantization]
     if req.kv_cache_dtype:  # the KV cache the ranking sized (recommend --kv-cache-dtype)
         args += ["--kv-cache-dtype", req.kv_cache_dtype]
+    if offload_arg(req.cpu_offload_gib):  # the offload the ranking sized
+        args += ["--cpu-offload-gb", offload_arg(req.cpu_offload_gib)]
     if _numa_bind(req, plan):
         args.append("--numa-bind")
     if plan.nodes > 1:

@@ -99,6 +99,8 @@ def launch_line(env: dict[str, str], topo: Topology, replica: int = 0) -> Launch
                         if env.get("ADVISOR_QUANTIZATION") else [])
     if env.get("ADVISOR_KV_CACHE_DTYPE"):
         extra += ["--kv-cache-dtype", env["ADVISOR_KV_CACHE_DTYPE"]]
+    if env.get("ADVISOR_CPU_OFFLOAD_GB"):
+        extra += ["--cpu-offload-gb", env["ADVISOR_CPU_OFFLOAD_GB"]]
     threads: int | None = None
     binding = "unbound"
     if not hidden and nodes:
