@@ -321,8 +321,7 @@ def test_auto_dtype_follows_vllms_resolution(model_type, checkpoint, arch, serve
     from advisor.core.weights import dtype_refusal, served_dtype
 
     assert served_dtype(model_type, checkpoint, arch) == served
-    upcast = served == "float32" and checkpoint != "float32"
-    assert (dtype_refusal(model_type, checkpoint, arch) is not None) == upcast
+    assert (dtype_refusal(model_type, checkpoint, arch) is not None) == (served == "float32")
 
 
 def test_an_explicit_dtype_the_engine_refuses_is_one_clear_line():

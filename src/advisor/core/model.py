@@ -403,7 +403,9 @@ def _quantization(cfg: dict[str, Any], override: str | None) -> Quantization | N
         group = group if group > 0 else 4096
         # packed weights + one fp16 scale and one packed zero point per group
         return Quantization(method=method, bytes_per_weight=bits / 8 + (2 + bits / 8) / group,
-                            group_size=None if per_channel else group)
+                            # bitsandbytes' blocks are its own, not vLLM's TP constraint
+                            group_size=None if per_channel or method == "bitsandbytes"
+                            else group)
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
         bits = 8

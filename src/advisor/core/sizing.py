@@ -398,7 +398,7 @@ def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, max_len: int, kv_b
             notes.append(f"a max_model_len of {longest} would fit (--ctx {longest})")
         else:
             notes.append("not even a one-token request fits the KV cache")
-    bigger = [t for t in (2, 4, 8) if t > req.tp and spec.num_heads % t == 0]
+    bigger = [t for t in (2, 4, 8) if t > req.tp and spec.tp_problem(t) is None]
     if bigger:
         notes.append(f"more TP (--tp {bigger[0]}) splits weights and KV cache over more GPUs")
     if kv_b > 1 and spec.mla is None and fp8_kv_ok:  # not where vLLM cannot store fp8 KV

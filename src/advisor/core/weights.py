@@ -212,11 +212,11 @@ def served_dtype(model_type: str, checkpoint_dtype: str, architecture: str | Non
 
 def dtype_refusal(model_type: str, checkpoint_dtype: str, architecture: str | None
                   ) -> str | None:
-    """Why advisor does not rank or time a 16-bit checkpoint on this GPU (None: it does): vLLM
-    would upcast it to float32 (:func:`served_dtype`), twice the weights and KV cache and no
-    tensor-core path the kernel tables time."""
-    if checkpoint_dtype == "float32" or served_dtype(
-            model_type, checkpoint_dtype, architecture) != "float32":
+    """Why advisor does not rank or time a checkpoint on this GPU (None: it does): vLLM would
+    serve it in float32 (:func:`served_dtype`: a Gemma 2 before Ampere, from bfloat16 or
+    float32 weights alike), twice the weights and KV cache of 16 bits and no tensor-core path
+    the kernel tables time."""
+    if served_dtype(model_type, checkpoint_dtype, architecture) != "float32":
         return None
     return (f"vLLM serves {model_type} in float32 on {architecture} GPUs (no bfloat16 below "
             f"compute capability 8.0, and float16 refused for {model_type}: numerical "
