@@ -107,7 +107,7 @@ def test_the_launcher_flags_are_read_off_the_template():
     assert launcher_vllm_flags(text) == {
         "--host", "--port", "--tensor-parallel-size", "--max-model-len",
         "--gpu-memory-utilization", "--pipeline-parallel-size", "--distributed-executor-backend",
-        "--numa-bind", "--quantization"}
+        "--numa-bind", "--quantization", "--kv-cache-dtype", "--cpu-offload-gb"}
     assert launcher_ray_flags(text) == {"--head", "--port", "--num-gpus", "--disable-usage-stats",
                                         "--block", "--address"}
 
@@ -117,7 +117,8 @@ GATED = {"--numa-bind": "numa_bind_flag"}
 #: a value per flag, to parse a whole rendered line (a new flag without one is only looked up)
 SAMPLE = {"--host": "127.0.0.1", "--port": "8000", "--tensor-parallel-size": "4",
           "--max-model-len": "8192", "--gpu-memory-utilization": "0.9",
-          "--pipeline-parallel-size": "2", "--distributed-executor-backend": "ray"}
+          "--pipeline-parallel-size": "2", "--distributed-executor-backend": "ray",
+          "--kv-cache-dtype": "fp8", "--cpu-offload-gb": "2"}
 
 PARSER = r"""
 import json, sys
