@@ -272,3 +272,47 @@ def test_the_install_was_measured(lock):
     assert proof["pip"] == "22.0.2" and proof["pip_check"] == "No broken requirements found."
     assert proof["vllm"] == VLLM and proof["transformers"].startswith("4.")
     assert proof["install_seconds"] > 0 and proof["venv_bytes"] > 1e9
+
+
+# --- advisor's refusals against the pinned vLLM's own code ------------------------------------
+
+RULES = r"""
+import json
+import vllm.platforms as platforms
+from vllm.platforms.cpu import CpuPlatform
+platforms._current_platform = CpuPlatform()
+from vllm.config.model import _FLOAT16_NOT_SUPPORTED_MODELS
+from vllm.model_executor.layers.quantization import get_quantization_config
+from vllm.model_executor.layers.quantization.compressed_tensors import schemes as S
+methods = ("mxfp4", "modelopt_fp4", "modelopt", "fp8", "fbgemm_fp8", "awq", "awq_marlin",
+           "gptq_marlin", "gptq", "bitsandbytes")
+print(json.dumps({
+    "float16_refused": sorted(_FLOAT16_NOT_SUPPORTED_MODELS),
+    "methods": {m: get_quantization_config(m).get_min_capability() for m in methods},
+    "ct": {n: getattr(S, n).get_min_capability() for n in (
+        "CompressedTensorsWNA16", "CompressedTensorsW8A8Int8", "CompressedTensorsW8A8Fp8",
+        "CompressedTensorsW8A16Fp8", "CompressedTensorsW4A4Fp4", "CompressedTensorsW4A16Fp4")}}))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_gpu_floors_are_the_pinned_vllms_own(lock, tmp_path):
+    """advisor.core.weights' tables, read off the installed vLLM: each method's
+    get_min_capability(), the compressed-tensors schemes (a scheme whose kernel needs more
+    falls back: W8A8 FP8 to W8A16 FP8, W4A4 NVFP4 to W4A16 FP4), and the model types vLLM
+    refuses in float16. A new pinned release that moves one fails here."""
+    from advisor.core.weights import FLOAT16_REFUSED, METHOD_MIN_CAPABILITY
+
+    out = _run(_python(lock), RULES, tmp_path=tmp_path)
+    assert set(out["float16_refused"]) == FLOAT16_REFUSED
+    ours = {"modelopt_fp4": METHOD_MIN_CAPABILITY["nvfp4"]} | {
+        m: METHOD_MIN_CAPABILITY[m] for m in out["methods"] if m in METHOD_MIN_CAPABILITY}
+    assert out["methods"] == ours
+    ct = out["ct"]
+    assert METHOD_MIN_CAPABILITY["compressed-tensors-w4"] == ct["CompressedTensorsWNA16"]
+    assert METHOD_MIN_CAPABILITY["compressed-tensors-w8"] == min(
+        ct["CompressedTensorsW8A8Int8"], ct["CompressedTensorsWNA16"])
+    assert METHOD_MIN_CAPABILITY["compressed-tensors-fp8"] == min(
+        ct["CompressedTensorsW8A8Fp8"], ct["CompressedTensorsW8A16Fp8"])
+    assert METHOD_MIN_CAPABILITY["compressed-tensors-fp4"] == min(
+        ct["CompressedTensorsW4A4Fp4"], ct["CompressedTensorsW4A16Fp4"])
