@@ -5,8 +5,9 @@
 #     LOCK    default locks/vllm-0.11.0-cp310.txt
 #     PYTHON  default /root/.pyenv/versions/3.10.13/bin/python3.10, else python3.10 on PATH
 #             (Ubuntu 22.04's Python, the one AWS's DLAMI, GCP's accelerator image and Azure's
-#             HPC image run); the cp311 lock: tools/prove_lock.sh locks/vllm-0.11.0-cp311.txt
-#             /usr/bin/python3 (Debian 12's 3.11)
+#             HPC image run); for the cp311 lock the default is /usr/bin/python3 where it is 3.11
+#             (Debian 12's), else python3.11 on PATH. A Python other than the lock's is refused
+#             before anything is installed (its wheels' hashes are not in the lock)
 #     DEST    default /var/tmp/advisor-lock/venv-<first 12 hex of the lock's sha256>
 # Real PyPI, ~10 GB, ~3 minutes. Idempotent: a finished venv carries the marker .advisor-lock-ok
 # and is left alone; one without it (a failed or cut-off run) is wiped and built again. The venv
@@ -30,6 +31,16 @@ build() {
   local lock="$1" py="$2" dest="$3" start end du_h du_b
   if [[ -z "$py" || ! -x "$py" ]]; then
     echo "prove_lock: no Python at '$py'" >&2
+    return 1
+  fi
+  # a lock is resolved for one Python (its name's cpXY): another one downloads other wheels,
+  # whose hashes the lock does not list, and pip fails with a hash mismatch that hides why
+  local want have
+  want="$(sed -n 's/.*-cp3\([0-9][0-9]*\)\.txt$/3.\1/p' <<<"$lock")"
+  have="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  if [[ -n "$want" && "$have" != "$want" ]]; then
+    echo "prove_lock: $lock is for Python $want, but $py is $have: pass a Python $want" \
+      "(e.g. tools/prove_lock.sh $lock \$(command -v python$want))" >&2
     return 1
   fi
   rm -rf "$dest"
@@ -87,6 +98,11 @@ main() {
   local lock="${1:-locks/vllm-0.11.0-cp310.txt}"
   local py="${2:-/root/.pyenv/versions/3.10.13/bin/python3.10}"
   if [[ -z "${2:-}" && ! -x "$py" ]]; then py="$(command -v python3.10 || true)"; fi
+  if [[ -z "${2:-}" && "$lock" == *-cp311.txt ]]; then  # Debian 12's, else any 3.11
+    py=/usr/bin/python3
+    [[ -x "$py" ]] && "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+      || py="$(command -v python3.11 || true)"
+  fi
   local key dest
   key="$(sha256sum "$lock" | cut -c1-12)"
   dest="${3:-/var/tmp/advisor-lock/venv-$key}"
