@@ -34,12 +34,10 @@ def test_render_and_provision_deploy_the_offload_they_sized(tmp_path):
     """render/provision --cpu-offload-gb rank with the offload and pass vLLM's flag to the
     server: the env file, the k8s args and the real launcher's command line (bash, dry run);
     a value the launcher cannot read as GiB is refused there."""
-    import os
-    import subprocess
-
     from advisor.core.layouts import place
     from advisor.provisioning import Question, provision
-    from advisor.render.cloudinit import RenderRequest, offload_arg, replica_env, templates_dir
+    from advisor.render.cloudinit import RenderRequest, offload_arg
+    from tests.test_weights import _launcher_dry_run
 
     assert [offload_arg(x) for x in (0, 1e-05, 2, 1.23456, 4096)] == [
         "", "", "2", "1.235", "4096"]
@@ -55,16 +53,8 @@ def test_render_and_provision_deploy_the_offload_they_sized(tmp_path):
     cat = advisor.load_catalog()
     req = RenderRequest(model="Qwen/Qwen3-8B", max_model_len=8192, vllm_version="0.11.0",
                         api_key_ref="file:/k", cpu_offload_gib=2.5)
-    env = dict(line.split("=", 1) for line in replica_env(
-        req, place(cat.instance("aws:g6e.2xlarge"), cat, 1, 1), 0).splitlines())
-    (tmp_path / "sys").mkdir()
-    base = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1",
-            "ADVISOR_SYSFS_ROOT": str(tmp_path / "sys"), "ADVISOR_BUS_IDS": ""}
-    launch = str(templates_dir() / "vllm-launch.sh")
-    run = subprocess.run(["bash", launch], env={**base, **env}, capture_output=True, text=True,
-                         timeout=30, check=False)
+    run, bad = _launcher_dry_run(tmp_path, req, place(cat.instance("aws:g6e.2xlarge"), cat, 1, 1),
+                                 {"ADVISOR_CPU_OFFLOAD_GB": "1e9"})
     assert run.returncode == 0, run.stderr
     assert run.stdout.rstrip().endswith("--gpu-memory-utilization 0.9 --cpu-offload-gb 2.5")
-    bad = subprocess.run(["bash", launch], env={**base, **env, "ADVISOR_CPU_OFFLOAD_GB": "1e9"},
-                         capture_output=True, text=True, timeout=30, check=False)
     assert bad.returncode == 1 and "must be a number of GiB" in bad.stderr

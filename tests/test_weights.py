@@ -5,8 +5,6 @@ published checkpoint served by its repo id; the launcher's --quantization flag, 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 from typer.testing import CliRunner
@@ -145,6 +143,18 @@ def test_render_passes_the_checkpoint_or_the_flag(tmp_path):
                              instance="aws:p5.48xlarge")
 
 
+def _launcher_dry_run(tmp_path, req, plan, bad_env):
+    """The real launcher (bash, dry run, a GPU-less sysfs) for replica 0 of ``plan``: the run
+    with the env file ``req`` renders, and one with ``bad_env`` laid over it."""
+    from tests.test_render import _dry_run
+
+    env = dict(line.split("=", 1) for line in replica_env(req, plan, 0).splitlines())
+    sysfs = tmp_path / "sys"
+    sysfs.mkdir(exist_ok=True)
+    env["ADVISOR_BUS_IDS"] = ""
+    return _dry_run(sysfs, env, LAUNCH), _dry_run(sysfs, {**env, **bad_env}, LAUNCH)
+
+
 def test_the_launcher_itself_passes_quantization_and_refuses_anything_else(tmp_path):
     """The real launcher under bash (dry run), against a GPU-less sysfs: the flag it prints is
     the one the env file asks for, in the order local.py's --print computes."""
@@ -153,18 +163,10 @@ def test_the_launcher_itself_passes_quantization_and_refuses_anything_else(tmp_p
     inst = CAT.instance("aws:p5.48xlarge")
     req = RenderRequest(model="meta-llama/Llama-3.1-70B-Instruct", max_model_len=8192,
                         vllm_version="0.11.0", api_key_ref="file:/k", quantization="fp8")
-    env = dict(line.split("=", 1) for line in replica_env(
-        req, place(inst, CAT, 2, 1), 0).splitlines())
-    (tmp_path / "sys").mkdir()
-    base = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1",
-            "ADVISOR_SYSFS_ROOT": str(tmp_path / "sys"), "ADVISOR_BUS_IDS": ""}
-    run = subprocess.run(["bash", str(LAUNCH)], env={**base, **env}, capture_output=True,
-                         text=True, timeout=30, check=False)
+    run, bad = _launcher_dry_run(tmp_path, req, place(inst, CAT, 2, 1),
+                                 {"ADVISOR_QUANTIZATION": "fp8; id"})
     assert run.returncode == 0, run.stderr
     assert run.stdout.rstrip().endswith("--gpu-memory-utilization 0.9 --quantization fp8")
-    bad = subprocess.run(["bash", str(LAUNCH)],
-                         env={**base, **env, "ADVISOR_QUANTIZATION": "fp8; id"},
-                         capture_output=True, text=True, timeout=30, check=False)
     assert bad.returncode == 1 and "must be fp8 or unset" in bad.stderr and not bad.stdout
 
 
@@ -470,16 +472,8 @@ def test_an_fp8_kv_cache_is_rendered_as_it_was_sized(tmp_path):
     inst = CAT.instance("aws:g6e.2xlarge")
     req = RenderRequest(model="Qwen/Qwen3-8B", max_model_len=8192, vllm_version="0.11.0",
                         api_key_ref="file:/k", kv_cache_dtype="fp8")
-    env = dict(line.split("=", 1) for line in replica_env(
-        req, place(inst, CAT, 1, 1), 0).splitlines())
-    (tmp_path / "sys").mkdir()
-    base = {"PATH": os.environ["PATH"], "ADVISOR_DRY_RUN": "1",
-            "ADVISOR_SYSFS_ROOT": str(tmp_path / "sys"), "ADVISOR_BUS_IDS": ""}
-    run = subprocess.run(["bash", str(LAUNCH)], env={**base, **env}, capture_output=True,
-                         text=True, timeout=30, check=False)
+    run, bad = _launcher_dry_run(tmp_path, req, place(inst, CAT, 1, 1),
+                                 {"ADVISOR_KV_CACHE_DTYPE": "fp8 --x"})
     assert run.returncode == 0, run.stderr
     assert run.stdout.rstrip().endswith("--gpu-memory-utilization 0.9 --kv-cache-dtype fp8")
-    bad = subprocess.run(["bash", str(LAUNCH)],
-                         env={**base, **env, "ADVISOR_KV_CACHE_DTYPE": "fp8 --x"},
-                         capture_output=True, text=True, timeout=30, check=False)
     assert bad.returncode == 1 and "ADVISOR_KV_CACHE_DTYPE must be" in bad.stderr

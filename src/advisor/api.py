@@ -585,7 +585,7 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
         own_gib = (sum(weights_per_gpu(spec, 1, 1, DTYPE_BYTES.get(spec.torch_dtype, 2))) / GIB
                    if w.source == "on-the-fly" else 0.0)  # only on-the-fly fp8 loads it whole
         r = req.model_copy(update={"load_weights_gib": load_gib(w, own_gib)})
-        got, rej = rank(cat, s, r, cons, profile(q.vllm_version), instances=ok)
+        got, rej = rank(cat, s, r, cons, eng, instances=ok)
         tag = f"[{w.scheme}] " if len(opts) > 1 else ""
         recs += [x.model_copy(update={"weights": w.model_copy(update={
             "kernel": kernel_for(w, cat.gpus[x.gpu].fp8_tflops)})}) for x in got]

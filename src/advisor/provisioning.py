@@ -417,6 +417,7 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
     rerouted: set[str] = set()
     from advisor.render.envlock import check_pairing
 
+    asked = question or Question()
     for inst, plan, region, usd, weights, chosen in picks:
         # each cloud reads the key from its own secret store: a reference of another cloud is
         # never handed on (an Azure VM cannot read an SSM parameter)
@@ -437,8 +438,8 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
         spec = build_spec(inst, plan, region, name=name,
                           model_repo=chosen.checkpoint if chosen and chosen.checkpoint else repo,
                           quantization=chosen.vllm_quantization if chosen else None,
-                          kv_cache_dtype=(question or Question()).kv_cache_dtype,
-                          cpu_offload_gib=(question or Question()).cpu_offload_gb,
+                          kv_cache_dtype=asked.kv_cache_dtype,
+                          cpu_offload_gib=asked.cpu_offload_gb,
                           model_label=alias,
                           ctx=ctx, catalog=cat, weights_gib=weights, vllm_version=vllm_version,
                           port=port, api_key_ref=ref, hf_token_ref=token,

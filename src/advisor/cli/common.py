@@ -168,6 +168,14 @@ Quantization = Annotated[str | None, typer.Option(
     help="Weights to size: none (the checkpoint as published; the default), fp8 (a published "
     "fp8 checkpoint where the model catalog knows one, else vLLM's on-the-fly fp8) or auto "
     "(both, side by side).", show_default=False)]
+#: render and provision: the KV cache dtype and offload they rank with and pass to the server
+DeployKvCacheDtype = Annotated[str, typer.Option(
+    "--kv-cache-dtype",
+    help=f"vLLM's --kv-cache-dtype, passed to the server and sized for: {KV_CHOICES}.")]
+DeployCpuOffload = Annotated[float, typer.Option(
+    "--cpu-offload-gb",
+    help="vLLM's --cpu-offload-gb (GiB of weights per GPU in host memory), passed to the "
+    "server and sized for.")]
 Spare = Annotated[int, typer.Option(
     help="Replicas a fleet keeps beyond the load, for failures (N + spare).", min=0, max=1000)]
 

@@ -15,6 +15,8 @@ from advisor.cli.common import (
     AllowSmallHost,
     Batch,
     CatalogDirs,
+    DeployCpuOffload,
+    DeployKvCacheDtype,
     JsonFlag,
     MaxTpot,
     MaxTtft,
@@ -106,12 +108,8 @@ def provision_cmd(
     batch: Batch = False,
     allow_small_host: AllowSmallHost = False,
     quantization: Quantization = None,
-    kv_cache_dtype: Annotated[str, typer.Option(
-        help=f"vLLM's --kv-cache-dtype, passed to the server and sized for: {KV_CHOICES}.")
-    ] = "auto",
-    cpu_offload_gb: Annotated[float, typer.Option(
-        help="vLLM's --cpu-offload-gb (GiB of weights per GPU in host memory), passed to the "
-        "server and sized for.")] = 0.0,
+    kv_cache_dtype: DeployKvCacheDtype = "auto",
+    cpu_offload_gb: DeployCpuOffload = 0.0,
     cloud_options: dict[str, dict[str, str]] | None = None,
     dry_run: Annotated[bool, typer.Option(
         help="Print the exact requests and the user-data; call nothing.")] = False,

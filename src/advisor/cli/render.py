@@ -10,10 +10,11 @@ import typer
 from advisor.choices import KvCacheDtype
 from advisor.cli import output as out
 from advisor.cli.common import (
-    KV_CHOICES,
     AllowSmallHost,
     Batch,
     CatalogDirs,
+    DeployCpuOffload,
+    DeployKvCacheDtype,
     JsonFlag,
     MaxTpot,
     MaxTtft,
@@ -72,12 +73,8 @@ def render_cmd(
     batch: Batch = False,
     allow_small_host: AllowSmallHost = False,
     quantization: Quantization = None,
-    kv_cache_dtype: Annotated[str, typer.Option(
-        help=f"vLLM's --kv-cache-dtype, passed to the server and sized for: {KV_CHOICES}.")
-    ] = "auto",
-    cpu_offload_gb: Annotated[float, typer.Option(
-        help="vLLM's --cpu-offload-gb (GiB of weights per GPU in host memory), passed to the "
-        "server and sized for.")] = 0.0,
+    kv_cache_dtype: DeployKvCacheDtype = "auto",
+    cpu_offload_gb: DeployCpuOffload = 0.0,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:

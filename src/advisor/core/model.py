@@ -166,8 +166,6 @@ class ModelSpec(BaseModel):
             if self.moe.shared_intermediate_size:
                 dims.append(("shared expert intermediate size",
                              self.moe.shared_intermediate_size, linear_q))
-        if self.mla is None:
-            dims.append(("attention output width", self.num_heads * self.head_dim, False))
         for what, size, quantized in dims:
             if size % tp:
                 return f"TP {tp} does not divide the {what} {size}"

@@ -212,8 +212,8 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
         "ADVISOR_VLLM_NUMA_BIND": "1" if numa_bind_flag else "0",
         **({"ADVISOR_QUANTIZATION": req.quantization} if req.quantization else {}),
         **({"ADVISOR_KV_CACHE_DTYPE": req.kv_cache_dtype} if req.kv_cache_dtype else {}),
-        **({"ADVISOR_CPU_OFFLOAD_GB": offload_arg(req.cpu_offload_gib)}
-           if offload_arg(req.cpu_offload_gib) else {}),
+        **({"ADVISOR_CPU_OFFLOAD_GB": offload} if (offload := offload_arg(req.cpu_offload_gib))
+           else {}),
     }
     if role != "single":
         lines.update({"ADVISOR_ROLE": role, "ADVISOR_PP": str(plan.pp),

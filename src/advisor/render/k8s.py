@@ -139,8 +139,8 @@ def _serve(req: RenderRequest, plan: Plan) -> list[str]:
         args += ["--quantization", req.quantization]
     if req.kv_cache_dtype:  # the KV cache the ranking sized (recommend --kv-cache-dtype)
         args += ["--kv-cache-dtype", req.kv_cache_dtype]
-    if offload_arg(req.cpu_offload_gib):  # the offload the ranking sized
-        args += ["--cpu-offload-gb", offload_arg(req.cpu_offload_gib)]
+    if offload := offload_arg(req.cpu_offload_gib):  # the offload the ranking sized
+        args += ["--cpu-offload-gb", offload]
     if _numa_bind(req, plan):
         args.append("--numa-bind")
     if plan.nodes > 1:
