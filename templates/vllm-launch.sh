@@ -20,6 +20,7 @@
 #   ADVISOR_KV_CACHE_DTYPE  vLLM's --kv-cache-dtype (fp8, fp8_e4m3, fp8_e5m2: the KV cache the
 #                           plan was sized for); unset: vLLM's default
 #   ADVISOR_CPU_OFFLOAD_GB  vLLM's --cpu-offload-gb (GiB of weights per GPU in host memory)
+#   ADVISOR_EXPERT_PARALLEL=1  vLLM's --enable-expert-parallel (whole experts per GPU)
 #   ADVISOR_DRY_RUN=1       print the command line instead of running it
 #   ADVISOR_ROLE            single (default), or head / worker of a multi-node replica: the
 #                           workers join the head's Ray cluster (ray start --address), the head
@@ -106,6 +107,11 @@ if [[ -n "$offload" ]]; then
     || { log "ADVISOR_CPU_OFFLOAD_GB must be a number of GiB, not ${offload:0:40}"; exit 1; }
   extra+=(--cpu-offload-gb "$offload")
 fi
+case "${ADVISOR_EXPERT_PARALLEL:-0}" in
+  0) ;;
+  1) extra+=(--enable-expert-parallel) ;;
+  *) log "ADVISOR_EXPERT_PARALLEL must be 0 or 1, not ${ADVISOR_EXPERT_PARALLEL:0:40}"; exit 1 ;;
+esac
 threads=""
 if [[ "$hidden" == 0 && "${#nodes[@]}" -ge 1 ]]; then
   joined="$(IFS=','; printf '%s' "${nodes[*]}")"

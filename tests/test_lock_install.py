@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+import advisor
 from advisor.core.engine import profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,8 @@ def test_the_launcher_flags_are_read_off_the_template():
     assert launcher_vllm_flags(text) == {
         "--host", "--port", "--tensor-parallel-size", "--max-model-len",
         "--gpu-memory-utilization", "--pipeline-parallel-size", "--distributed-executor-backend",
-        "--numa-bind", "--quantization", "--kv-cache-dtype", "--cpu-offload-gb"}
+        "--numa-bind", "--quantization", "--kv-cache-dtype", "--cpu-offload-gb",
+        "--enable-expert-parallel"}
     assert launcher_ray_flags(text) == {"--head", "--port", "--num-gpus", "--disable-usage-stats",
                                         "--block", "--address"}
 
@@ -119,6 +121,8 @@ SAMPLE = {"--host": "127.0.0.1", "--port": "8000", "--tensor-parallel-size": "4"
           "--max-model-len": "8192", "--gpu-memory-utilization": "0.9",
           "--pipeline-parallel-size": "2", "--distributed-executor-backend": "ray",
           "--kv-cache-dtype": "fp8", "--cpu-offload-gb": "2"}
+#: flags the launcher passes without a value
+SWITCHES = ("--enable-expert-parallel",)
 
 PARSER = r"""
 import json, sys
@@ -134,7 +138,7 @@ ns = vars(parser.parse_args(["--model", "org/model", *line]))
 print(json.dumps({"options": options,
                   "parsed": {k: ns[k] for k in ("host", "port", "tensor_parallel_size",
                              "max_model_len", "gpu_memory_utilization", "pipeline_parallel_size",
-                             "distributed_executor_backend")}}))
+                             "distributed_executor_backend", "enable_expert_parallel")}}))
 """
 
 
@@ -143,6 +147,7 @@ def test_every_flag_the_launcher_renders_exists_in_the_pinned_vllm(lock, tmp_pat
     python = _python(lock)
     flags = launcher_vllm_flags(LAUNCHER.read_text())
     line = [x for f in sorted(SAMPLE) if f in flags for x in (f, SAMPLE[f])]
+    line += [f for f in SWITCHES if f in flags]
     out = _run(python, PARSER, json.dumps(line), tmp_path=tmp_path)
     options = set(out["options"])
     engine = profile(VLLM)
@@ -154,7 +159,8 @@ def test_every_flag_the_launcher_renders_exists_in_the_pinned_vllm(lock, tmp_pat
             assert flag in options, f"vllm serve {VLLM} has no {flag}"
     assert out["parsed"] == {"host": "127.0.0.1", "port": 8000, "tensor_parallel_size": 4,
                              "max_model_len": 8192, "gpu_memory_utilization": 0.9,
-                             "pipeline_parallel_size": 2, "distributed_executor_backend": "ray"}
+                             "pipeline_parallel_size": 2, "distributed_executor_backend": "ray",
+                             "enable_expert_parallel": True}
 
 
 @pytest.mark.parametrize("lock", LOCKS)
@@ -316,3 +322,42 @@ def test_the_gpu_floors_are_the_pinned_vllms_own(lock, tmp_path):
         ct["CompressedTensorsW8A8Fp8"], ct["CompressedTensorsW8A16Fp8"])
     assert METHOD_MIN_CAPABILITY["compressed-tensors-fp4"] == min(
         ct["CompressedTensorsW4A4Fp4"], ct["CompressedTensorsW4A16Fp4"])
+
+
+EXPERT_PARALLEL = r"""
+import json
+import vllm.platforms as platforms
+from vllm.platforms.cpu import CpuPlatform
+platforms._current_platform = CpuPlatform()
+import vllm.model_executor.layers.fused_moe.config as C
+from vllm.model_executor.layers.fused_moe.layer import determine_expert_map
+from vllm.config import ParallelConfig
+C.get_tensor_model_parallel_rank = lambda: 3  # no process group here: rank 3 of the TP group
+def make(ep):
+    p = C.FusedMoEParallelConfig.make(tp_size_=8, dp_size_=1,
+                                      vllm_parallel_config=ParallelConfig(
+                                          tensor_parallel_size=8, enable_expert_parallel=ep))
+    return {"tp_size": p.tp_size, "ep_size": p.ep_size, "all2all": p.use_all2all_kernels}
+print(json.dumps({"ep": make(True), "tp": make(False),
+                  "local": {str(e): [determine_expert_map(8, r, e)[0] for r in range(8)]
+                            for e in (128, 60)}}))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_expert_parallel_is_the_pinned_vllms_own(lock, tmp_path):
+    """What advisor assumes of --enable-expert-parallel, read off the installed vLLM: at TP 8
+    without data parallel the fused-MoE layer is not TP-sharded (tp_size 1: whole experts, so
+    a 1536-wide block-fp8 expert is not split into 192-column slices), the EP group is the TP
+    group, no all-to-all kernels run (the output is all-reduced as under TP, so the step model
+    times it as TP), and the fullest GPU holds ceil(E / 8) experts."""
+    from advisor.core.model import MoE
+
+    out = _run(_python(lock), EXPERT_PARALLEL, tmp_path=tmp_path)
+    assert out["ep"] == {"tp_size": 1, "ep_size": 8, "all2all": False}
+    assert out["tp"] == {"tp_size": 8, "ep_size": 1, "all2all": False}
+    spec = advisor.model_spec("qwen3-235b-a22b-fp8")
+    for e, local in out["local"].items():
+        s = spec.model_copy(update={"moe": MoE(num_experts=int(e), experts_per_token=8,
+                                               expert_intermediate_size=1536)})
+        assert sum(local) == int(e) and s.experts_per_gpu(8) == max(local)

@@ -511,9 +511,9 @@ def test_rows_without_a_release_take_their_images_where_the_date_places_it():
 
 def test_inferencex_flags_are_the_scripts_at_each_runs_date():
     """silicon.py reads InferenceX's server flags off the launch script in force on the row's
-    run date, not the newest script (benchmarks/perf/README.md, item 14), and screens the runs
-    whose script passed --enable-expert-parallel for the recorded EP 1. Pinned: changing a
-    window or a flag breaks this test."""
+    run date, not the newest script (benchmarks/perf/README.md, item 14), and puts the runs
+    whose script passed --enable-expert-parallel for the recorded EP 1 in the expert-parallel
+    set (item 24). Pinned: changing a window or a flag breaks this test."""
     sil = _bench("silicon")
     flags = sil.server_flags
     # minimaxm2.5_fp8_b200.sh: neither flag until bddbf4031 (2026-04-03), then fp8 + 2 x ISL
@@ -536,17 +536,26 @@ def test_inferencex_flags_are_the_scripts_at_each_runs_date():
     assert graphs("kimi", "B200", "fp4", "2026-04-20") == (2048, None)
     assert graphs("kimi", "B300", "fp4", "2026-04-20") == (None, None)
 
-    def row(system, date, model="MiniMaxAI/MiniMax-M2.5", precision="fp8"):
-        return {"mode": "agg", "system": system, "attention_dp_size": "1", "moe_ep_size": "1",
-                "pp_size": "1", "model_path": model, "precision": precision,
+    def row(system, date, model="MiniMaxAI/MiniMax-M2.5", precision="fp8", tp="8", ep="1",
+            dp="1"):
+        return {"mode": "agg", "system": system, "attention_dp_size": dp, "moe_ep_size": ep,
+                "tp_size": tp, "pp_size": "1", "model_path": model, "precision": precision,
                 "silicon_data_source": f"db-dump/2026-04-27; measured={date}T00:00:00.000Z"}
-    ep = "expert parallel by the launch script"
-    assert ep in (sil.skip_reason(row("b200_sxm", "2026-03-11")) or "")
-    assert sil.skip_reason(row("b200_sxm", "2026-04-03")) is None
-    assert sil.skip_reason(row("h200_sxm", "2026-03-01")) is None
-    assert ep in (sil.skip_reason(row("h200_sxm", "2026-03-27")) or "")
-    assert sil.skip_reason(row("h200_sxm", "2026-03-27", precision="fp4")) is None
-    assert sil.skip_reason(row("h200_sxm", "2026-03-27", "moonshotai/Kimi-K2.5")) is None
+    # the script's EP runs are the expert-parallel set (split "ep"), no longer skipped
+    assert sil.expert_parallel(row("b200_sxm", "2026-03-11"))
+    assert not sil.expert_parallel(row("b200_sxm", "2026-04-03"))
+    assert not sil.expert_parallel(row("h200_sxm", "2026-03-01"))
+    assert sil.expert_parallel(row("h200_sxm", "2026-03-27"))
+    assert not sil.expert_parallel(row("h200_sxm", "2026-03-27", precision="fp4"))
+    assert not sil.expert_parallel(row("h200_sxm", "2026-03-27", "moonshotai/Kimi-K2.5"))
+    # recorded EP over the TP group, no data parallel: modelled; EP beyond the TP group (data
+    # parallel attention, all-to-all kernels) is not
+    assert sil.expert_parallel(row("b200_sxm", "2026-05-01", tp="4", ep="4"))
+    assert sil.skip_reason(row("b200_sxm", "2026-05-01", tp="4", ep="4")) is None
+    assert not sil.expert_parallel(row("b200_sxm", "2026-05-01", tp="2", ep="4", dp="2"))
+    assert "data parallel" in sil.skip_reason(row("b200_sxm", "2026-05-01", tp="2", ep="4",
+                                                  dp="2"))
+    assert "data parallel" in sil.skip_reason(row("b200_sxm", "2026-05-01", tp="4", ep="2"))
 
 
 @pytest.mark.parametrize(("n", "k", "measured_us"), [

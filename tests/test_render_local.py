@@ -148,6 +148,7 @@ def test_a_hidden_node_is_null_never_node_0(tmp_path, cat):
     ("qwen3-8b", 8192, 8, "0.11.0"),      # one replica over both nodes: interleaved
     ("qwen3-8b", 8192, 8, "0.21.0"),      # the same with vLLM's --numa-bind
     ("qwen3-32b", 32768, None, "0.11.0"),
+    ("qwen3-235b-a22b-fp8", 8192, 8, "0.11.0"),  # TP 8 only with --enable-expert-parallel
 ])
 def test_local_gives_the_binding_of_the_identical_catalog_entry(host, cat, model, ctx, tp,
                                                                 version):

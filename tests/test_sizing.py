@@ -316,8 +316,7 @@ def test_tp_must_leave_whole_quantization_groups_per_gpu():
     ("The input size is not aligned with the quantized weight shape"); the padded 29696 of
     Qwen's published AWQ export splits. Block-fp8 experts of 1536 (Qwen3-235B-A22B-FP8,
     MiniMax-M2.5) leave 192 per GPU at TP 8: InferenceX ran MiniMax-M2.5 at TP 8 only with
-    --enable-expert-parallel (benchmarks/perf/README.md item 14), which advisor does not
-    render."""
+    --enable-expert-parallel (benchmarks/perf/README.md item 14), which advisor lays out there."""
     import json
     from pathlib import Path
 
@@ -339,5 +338,8 @@ def test_tp_must_leave_whole_quantization_groups_per_gpu():
     for name in ("Qwen--Qwen3-235B-A22B-FP8.json", "MiniMaxAI--MiniMax-M2.5.json"):
         s = spec_from_config(json.loads((root / name).read_text()), name)
         assert (s.quantization.group_size, s.quantization.block_n) == (128, 128)
-        assert tp_sizes(s, 8) == [1, 2, 4]
+        # TP alone cannot split them at 8; with expert parallelism (whole experts per GPU)
+        # vLLM can, and the layouts use it there only (tests/test_expert_parallel.py)
         assert "192 of the expert intermediate size 1536" in s.tp_problem(8)
+        assert [t for t in (2, 4, 8) if s.expert_parallel_at(t)] == [8]
+        assert tp_sizes(s, 8) == [1, 2, 4, 8]

@@ -95,12 +95,13 @@ def _version(g: dict[str, Any]) -> str:
 
 @functools.cache
 def _fit(config: str, quant: str | None, gpu_id: str, tp: int, max_len: int,
-         version: str, kv: str = "auto", mnbt: int | None = None) -> MemoryFit:
+         version: str, kv: str = "auto", mnbt: int | None = None,
+         expert_parallel: bool = False) -> MemoryFit:
     gpu = _catalog().gpus[gpu_id]
     return fit(_spec(config, quant), FitRequest(
         gpu_memory_gib=gpu.cuda_memory_gib, gpu_name=gpu.name, tp=tp, max_model_len=max_len,
-        kv_cache_dtype="fp8" if kv == "fp8" else "auto", max_num_batched_tokens=mnbt),
-        profile(version))
+        kv_cache_dtype="fp8" if kv == "fp8" else "auto", max_num_batched_tokens=mnbt,
+        expert_parallel=expert_parallel), profile(version))
 
 
 def workload(g: dict[str, Any]) -> Workload:
@@ -137,7 +138,7 @@ def predict(g: dict[str, Any], step_constant_s: float | None = None) -> dict[str
     spec = _spec(g["config"], g["quantization"])
     f = _fit(g["config"], g["quantization"], g["gpu"], g["tp"],
              g["isl"] + g["osl"] + 256, _version(g), g.get("kv_cache_dtype", "auto"),
-             g.get("max_num_batched_tokens"))
+             g.get("max_num_batched_tokens"), g.get("expert_parallel", False))
     w = workload(g)
     e = estimate(spec, gpu, f, w, step_constant_s=step_constant_s, server=server_flags(g))
     return {"tpot": e.tpot_ms, "ttft": e.ttft_ms,
@@ -402,7 +403,7 @@ def table(rows: list[dict[str, Any]], by: str | None, title: str) -> list[str]:
     lines = [f"### {title}", "", "| " + " | ".join(head) + " | n | median | p90 | worst | "
              "signed median |", "|" + "---|" * (len(head) + 5)]
     for cls in CLASSES:
-        for split in ("report", "fit"):
+        for split in ("report", "fit", "ep"):
             for m in METRICS:
                 sel = [r for r in rows if r["class"] == cls and r["split"] == split
                        and r["metric"] == m and not r["queued"]]
@@ -469,6 +470,18 @@ def confidence_sections(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                 "where the date places it)",
                         "headline": f"per row group, the absolute % error of mean {section}",
                         **summary}
+    # the expert-parallel set (split "ep": never fitted on), quoted by an estimate of a layout
+    # served with --enable-expert-parallel (perf.expert_parallel_note)
+    ep: dict[str, Any] = {"regenerate": "python benchmarks/perf/run.py --write",
+                          "data": "benchmarks/perf/silicon_rows.json, split ep (rows run with "
+                                  "--enable-expert-parallel over the TP group), stated protocol"}
+    for section in ("ttft", "tpot"):
+        errs = [r["err_pct"] for r in rows if r["metric"] == section and r["split"] == "ep"
+                and r["class"] == "stated" and not r["queued"]]
+        n, med, p90, worst, signed = stats(errs)
+        ep[section] = {"n": n, "median_pct": round(med, 1), "p90_pct": round(p90, 1),
+                       "worst_pct": round(worst, 1), "signed_median_pct": round(signed, 1)}
+    out["expert_parallel"] = ep
     return out
 
 

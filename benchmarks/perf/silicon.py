@@ -244,20 +244,29 @@ def release(version: str, measured: str | None) -> tuple[str | None, str]:
     return None, "A" if (measured or "9999") < "2026-01-01" else "B"
 
 
+def expert_parallel(r: dict[str, str]) -> bool:
+    """The row ran vLLM's --enable-expert-parallel over its TP group, without data parallel:
+    recorded so (moe_ep_size = tp_size > 1, attention_dp_size 1), or recorded EP 1 by a launch
+    script that passed the flag anyway (EXPERT_PARALLEL_BY_SCRIPT)."""
+    if (r["attention_dp_size"] or "1") not in ("1", "0"):
+        return False
+    if (r["moe_ep_size"] or "1") not in ("1", "0"):
+        return r["moe_ep_size"] == r["tp_size"]
+    window = EXPERT_PARALLEL_BY_SCRIPT.get((FAMILY.get(r["model_path"], ""),
+                                            GPUS.get(r["system"], ""), r["precision"]))
+    measured = _field(r["silicon_data_source"], "measured")
+    return bool(window and measured and window[0] <= measured[:10] < window[1])
+
+
 def skip_reason(r: dict[str, str]) -> str | None:
     if r["mode"] != "agg":
         return "disaggregated prefill/decode"
     if r["system"] not in GPUS:
         return f"{r['system']}: not in the catalog"
-    if (r["attention_dp_size"] or "1") not in ("1", "0") or (r["moe_ep_size"] or "1") not in (
-            "1", "0"):
-        return "attention data parallel or expert parallel (the step model has TP only)"
-    window = EXPERT_PARALLEL_BY_SCRIPT.get((FAMILY.get(r["model_path"], ""), GPUS[r["system"]],
-                                            r["precision"]))
-    measured = _field(r["silicon_data_source"], "measured")
-    if window and measured and window[0] <= measured[:10] < window[1]:
-        return ("expert parallel by the launch script at the run's date (its EP_SIZE test "
-                "passed --enable-expert-parallel for the recorded EP 1)")
+    if ((r["attention_dp_size"] or "1") not in ("1", "0")
+            or (r["moe_ep_size"] or "1") not in ("1", "0")) and not expert_parallel(r):
+        return ("attention data parallel, or expert parallel over more GPUs than the TP group "
+                "(the step model has TP, and EP over the TP group)")
     if (r["pp_size"] or "1") != "1":
         return "pipeline parallel"
     if r["model_path"] not in MODELS:
@@ -283,12 +292,12 @@ def extract(aic: Path) -> dict[str, Any]:
             if row_class(src) == "stated" else None
         key = (row_class(src), r["model_path"], r["system"], r["backend_version"],
                r["precision"], r["gemm_quant_mode"], r["tp_size"], r["batch_size"], r["isl"],
-               r["osl"], repr(flags))
+               r["osl"], repr(flags), str(expert_parallel(r)))
         groups.setdefault(key, []).append(r)
     out = []
     dropped = {"tpot": 0, "ttft": 0}
     for key, members in sorted(groups.items()):
-        cls, model, system, version, precision, gemm, tp, conc, isl, osl, _ = key
+        cls, model, system, version, precision, gemm, tp, conc, isl, osl, _, ep = key
         gpu = GPUS[system]
         dates = sorted(d for d in (_field(m["silicon_data_source"], "measured") for m in members)
                        if d)
@@ -298,9 +307,13 @@ def extract(aic: Path) -> dict[str, Any]:
             "gpu": gpu, "vllm": rel, "band": band, "precision": precision or "bf16",
             "quantization": quantization(model, precision, gemm), "tp": int(tp),
             "concurrency": int(conc), "isl": int(isl), "osl": int(osl), "repeats": len(members),
-            "split": "fit" if (FAMILY[model], gpu) in FIT else "report",
+            # expert-parallel rows: a set of their own, never fitted on (README, item 24)
+            "split": "ep" if ep == "True" else "fit" if (FAMILY[model], gpu) in FIT
+            else "report",
             "ids": sorted(m["id"] for m in members)[:3],
         }
+        if ep == "True":
+            rec["expert_parallel"] = True
         if cls == "stated":
             kind = "hopper" if gpu.startswith("H") else "blackwell"
             first = dates[0] if dates else None

@@ -255,10 +255,13 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
         max_num_seqs: int | None = None, entrypoint: str = "server",
         enforce_eager: bool = False, catalog: Catalog | None = None,
         gpu_memory_gib_override: float | None = None, quantization: str | None = None,
-        vllm_version: str | None = None, cpu_offload_gb: float = 0.0
+        vllm_version: str | None = None, cpu_offload_gb: float = 0.0,
+        expert_parallel: bool | None = None
         ) -> tuple[MemoryFit, ModelSpec, str]:
     """Fit ``model`` on ``gpu``: (:class:`~advisor.core.sizing.MemoryFit`, the model's spec,
-    where the GPU's memory figure comes from). The keywords are vLLM's engine arguments."""
+    where the GPU's memory figure comes from). The keywords are vLLM's engine arguments;
+    ``expert_parallel`` is --enable-expert-parallel (None: only where TP cannot split the
+    experts, as advisor lays models out)."""
     from advisor.core.sizing import FitRequest, with_confidence
     from advisor.core.sizing import fit as _fit
     from advisor.core.weights import architectures_for, kv_refusal, method_refusal
@@ -297,7 +300,8 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                      kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
                      max_num_seqs=max_num_seqs, entrypoint=entrypoint,
                      enforce_eager=enforce_eager, cpu_offload_gib=cpu_offload_gb,
-                     gpu_architecture=cat.gpus[gid].architecture)
+                     gpu_architecture=cat.gpus[gid].architecture,
+                     expert_parallel=expert_parallel)
     result = with_confidence(_fit(spec, req, eng), cat.gpus[gid].architecture,
                              spec.model_type)
     return result, spec, mem_source
@@ -310,7 +314,8 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
              vllm_version: str | None = None, kv_cache_dtype: KvCacheDtype = "auto",
              quantization: str | None = None, cpu_offload_gb: float = 0.0,
              max_cudagraph_capture_size: int | None = None,
-             cudagraph_mode: CudagraphMode | None = None
+             cudagraph_mode: CudagraphMode | None = None,
+             expert_parallel: bool | None = None
              ) -> tuple[PerfEstimate, MemoryFit]:
     """TTFT, TPOT and throughput of ``model`` on ``gpu`` (one replica of TP x PP GPUs).
 
@@ -342,7 +347,8 @@ def estimate(model: str, gpu: str, *, input_len: int, output_len: int, concurren
     result, spec, _ = fit(model, gpu, catalog=cat, gpu_memory_gib_override=gpu_memory_gib_override,
                           quantization=quantization, vllm_version=vllm_version, tp=tp, pp=pp,
                           max_model_len=max_model_len or input_len + output_len,
-                          kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb)
+                          kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb,
+                          expert_parallel=expert_parallel)
     from advisor.core.weights import dtype_refusal
 
     no = dtype_refusal(spec.model_type, spec.torch_dtype, g.architecture)
@@ -861,7 +867,8 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
             raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
                                  f"{result.notes[0] if result.notes else ''}",
                                  hint="raise --tp or shorten --ctx")
-        plan, weights = place(inst, cat, tp, 1), result.weights_gib * tp
+        plan = place(inst, cat, tp, 1, result.expert_parallel)
+        weights = result.weights_gib * tp
     return inst, plan, weights, chosen
 
 

@@ -176,6 +176,10 @@ DeployCpuOffload = Annotated[float, typer.Option(
     "--cpu-offload-gb",
     help="vLLM's --cpu-offload-gb (GiB of weights per GPU in host memory), passed to the "
     "server and sized for.")]
+ExpertParallel = Annotated[bool | None, typer.Option(
+    "--expert-parallel/--no-expert-parallel",
+    help="vLLM's --enable-expert-parallel (whole experts per GPU); default: only where TP "
+    "cannot split a MoE model's experts, as advisor lays it out.", show_default=False)]
 Spare = Annotated[int, typer.Option(
     help="Replicas a fleet keeps beyond the load, for failures (N + spare).", min=0, max=1000)]
 

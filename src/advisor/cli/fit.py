@@ -11,6 +11,7 @@ from advisor.cli import output as out
 from advisor.cli.common import (
     KV_CHOICES,
     CatalogDirs,
+    ExpertParallel,
     JsonFlag,
     ProbeFile,
     SysfsRoot,
@@ -42,6 +43,7 @@ def fit_cmd(
     max_num_batched_tokens: Annotated[int | None, typer.Option(min=1)] = None,
     max_num_seqs: Annotated[int | None, typer.Option(min=1)] = None,
     enforce_eager: Annotated[bool, typer.Option(help="No CUDA graphs.")] = False,
+    expert_parallel: ExpertParallel = None,
     vllm_version: Annotated[str, typer.Option(help="The vLLM release to model.")]
     = DEFAULT_VLLM_VERSION,
     probe: ProbeFile = None,
@@ -60,7 +62,8 @@ def fit_cmd(
         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
         dtype=dtype, kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
         max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, enforce_eager=enforce_eager)
+        max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
+        expert_parallel=expert_parallel)
     view = {**result.model_dump(), "model": spec.name, "gpu": cat.gpu(gpu).id,
             "gpu_memory_gib": round(result.budget_gib / (gpu_memory_utilization or 1), 4)
             if gpu_memory_utilization else None, "gpu_memory_source": mem_source}
@@ -69,7 +72,8 @@ def fit_cmd(
         return
     verdict = "fits" if result.fits else "does NOT fit"
     out.pairs(f"{spec.name} on {result.tp * result.pp} x {cat.gpu(gpu).id} "
-              f"(TP {result.tp}, PP {result.pp}), max_model_len {result.max_model_len}: {verdict}",
+              f"(TP {result.tp}{' EP' if result.expert_parallel else ''}, PP {result.pp}), "
+              f"max_model_len {result.max_model_len}: {verdict}",
               [("weights", out.fmt(result.weights_gib, " GiB per GPU")),
                ("peak activation", out.fmt(result.activation_gib, " GiB")),
                ("non-torch", out.fmt(result.non_torch_gib, " GiB")),

@@ -187,6 +187,7 @@ def curve_cmd(model: str, ctx: int, rps_range: str, points: int | None, plot: Pa
 
 def _layout(p: object) -> str:
     plan = p.plan  # type: ignore[attr-defined]
+    ep = " EP" if plan.expert_parallel else ""
     if plan.nodes > 1:
-        return f"{plan.nodes}n TP{plan.tp} PP{plan.pp}"
-    return f"{plan.replicas}x TP{plan.tp}" + (f" PP{plan.pp}" if plan.pp > 1 else "")
+        return f"{plan.nodes}n TP{plan.tp}{ep} PP{plan.pp}"
+    return f"{plan.replicas}x TP{plan.tp}{ep}" + (f" PP{plan.pp}" if plan.pp > 1 else "")

@@ -14,6 +14,7 @@ from advisor.cli.common import (
     AllowSmallHost,
     Batch,
     CatalogDirs,
+    ExpertParallel,
     GpuFilter,
     JsonFlag,
     MaxTpot,
@@ -64,6 +65,7 @@ def perf_cmd(
     cudagraph_mode: Annotated[str | None, typer.Option(
         help=f"vLLM's compilation_config cudagraph_mode: {choices(CudagraphMode)}; default "
         "FULL_AND_PIECEWISE (PIECEWISE before vLLM 0.11.0).")] = None,
+    expert_parallel: ExpertParallel = None,
     probe: ProbeFile = None,
     sysfs_root: SysfsRoot = None,
     catalog: CatalogDirs = None,
@@ -81,11 +83,13 @@ def perf_cmd(
                         kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
                         quantization=quantization, cpu_offload_gb=cpu_offload_gb,
                         max_cudagraph_capture_size=max_cudagraph_capture_size,
-                        cudagraph_mode=cast(CudagraphMode | None, cudagraph_mode))
+                        cudagraph_mode=cast(CudagraphMode | None, cudagraph_mode),
+                        expert_parallel=expert_parallel)
     if json:
         out.emit_json({**est.model_dump(), "fit": fit.model_dump()})
         return
-    layout = f"TP {tp} x PP {pp} = " if pp > 1 else ""
+    ep = " EP" if fit.expert_parallel else ""
+    layout = f"TP {tp}{ep} x PP {pp} = " if pp > 1 else (f"TP {tp}{ep} = " if ep else "")
     out.pairs(f"{model} on {layout}{tp * pp} x {cat.gpu(gpu).id}, {input_len} in / "
               f"{output_len} out, "
               f"{est.concurrency} concurrent", [
@@ -126,8 +130,9 @@ def _columns(names: tuple[str, ...], hide: dict[str, int]) -> list[out.Col]:
 
 
 def _layout(p: Any) -> str:
-    return (f"{p.nodes}n TP{p.tp} PP{p.pp}" if p.nodes > 1 else
-            f"{p.replicas}x TP{p.tp}" + (f" PP{p.pp}" if p.pp > 1 else ""))
+    ep = " EP" if p.expert_parallel else ""
+    return (f"{p.nodes}n TP{p.tp}{ep} PP{p.pp}" if p.nodes > 1 else
+            f"{p.replicas}x TP{p.tp}{ep}" + (f" PP{p.pp}" if p.pp > 1 else ""))
 
 
 def _part(c: Any) -> str:

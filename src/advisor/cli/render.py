@@ -110,6 +110,7 @@ def render_cmd(
                           kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
                           cpu_offload_gb=cpu_offload_gb)
     inst, plan = result.instance, result.plan
+    ep = " with expert parallelism" if plan.expert_parallel else ""
     if out_dir is None:
         _print_local(result, json)
         return
@@ -117,12 +118,12 @@ def render_cmd(
     if json:
         out.emit_json({"instance": inst.key, "out": str(out_dir), "files": [str(p) for p in paths],
                        "replicas": plan.replicas, "tp": plan.tp, "pp": plan.pp,
-                       "nodes": plan.nodes})
+                       "nodes": plan.nodes, "expert_parallel": plan.expert_parallel})
         return
     if target == "k8s":
         kind = "LeaderWorkerSet" if plan.nodes > 1 else "Deployment"
         out.line(f"{inst.key}: {kind} of {plan.replicas if plan.nodes == 1 else plan.nodes} "
-                 f"pod(s) x {plan.tp} GPU(s), Guaranteed QoS, non-root; the API key comes from "
+                 f"pod(s) x {plan.tp} GPU(s){ep}, Guaranteed QoS, non-root; the API key comes from "
                  "Secret advisor-vllm-api-key (key api-key)"
                  + (" and the Hugging Face token from Secret advisor-hf-token (key token)"
                     if hf_token_ref else "") + ", which you create")
@@ -132,14 +133,14 @@ def render_cmd(
     if target == "local":
         out.line(f"{inst.key} ({inst.gpu.count} x {inst.gpu.model}, {inst.numa.nodes or '?'} "
                  f"NUMA node(s); {inst.sources['default'].source}): {plan.replicas} "
-                 f"replica(s) of TP {plan.tp}, ports "
+                 f"replica(s) of TP {plan.tp}{ep}, ports "
                  f"{port}-{port + plan.replicas - 1} on {host}, bound at start from sysfs; "
                  f"install with: sudo {out_dir / 'install.sh'}")
         for p in paths:
             out.line(f"  {p}")
         return
     if plan.nodes > 1:
-        out.line(f"{inst.key} x {plan.nodes}: one replica, TP {plan.tp} in each instance, PP "
+        out.line(f"{inst.key} x {plan.nodes}: one replica, TP {plan.tp}{ep} in each instance, PP "
                  f"{plan.pp} across them over Ray; user-data for the head, worker/user-data for "
                  f"the {plan.nodes - 1} worker(s)"
                  + ("" if ray_head else "; write the head's address to /etc/advisor/ray-head "
@@ -147,7 +148,7 @@ def render_cmd(
         for p in paths:
             out.line(f"  {p}")
         return
-    out.line(f"{inst.key}: {plan.replicas} replica(s) of TP {plan.tp}, ports "
+    out.line(f"{inst.key}: {plan.replicas} replica(s) of TP {plan.tp}{ep}, ports "
              f"{port}-{port + plan.replicas - 1} on {host}; NUMA {plan.alignment} in the catalog, "
              "bound at boot from sysfs")
     for p in paths:
@@ -161,6 +162,7 @@ def _print_local(result: Any, json: bool) -> None:
     if json:
         out.emit_json({"instance": result.instance.key, "gpu": result.instance.gpu.model,
                        "replicas": result.plan.replicas, "tp": result.plan.tp,
+                       "expert_parallel": result.plan.expert_parallel,
                        "commands": [c.model_dump() for c in lines]})
         return
     for c in lines:

@@ -39,6 +39,9 @@ class Plan(BaseModel):
     replica_layout: list[Replica]
     #: instances one replica spans: TP inside each, PP across them (vLLM's multi-node recipe)
     nodes: int = 1
+    #: served with --enable-expert-parallel: whole experts on each GPU of the TP group, where
+    #: TP cannot split them (:meth:`ModelSpec.expert_parallel_at`)
+    expert_parallel: bool = False
 
     @property
     def alignment(self) -> Alignment:
@@ -49,8 +52,11 @@ class Plan(BaseModel):
 
 
 def tp_sizes(spec: ModelSpec, gpus: int) -> list[int]:
+    """The TP sizes vLLM can serve ``spec`` at on ``gpus`` GPUs: powers of two dividing them
+    that TP can shard, or that expert parallelism can where TP cannot split the experts."""
     return [t for t in range(1, gpus + 1)
-            if gpus % t == 0 and t & (t - 1) == 0 and spec.tp_problem(t) is None]
+            if gpus % t == 0 and t & (t - 1) == 0
+            and (spec.tp_problem(t) is None or spec.expert_parallel_at(t))]
 
 
 def layouts(spec: ModelSpec, inst: InstanceType, catalog: Catalog,
@@ -64,11 +70,12 @@ def layouts(spec: ModelSpec, inst: InstanceType, catalog: Catalog,
             pps += [p for p in (2, 4, 8) if tp * p <= n and n % (tp * p) == 0
                     and p <= spec.num_layers]
         for pp in pps:
-            out.append(place(inst, catalog, tp, pp))
+            out.append(place(inst, catalog, tp, pp, spec.expert_parallel_at(tp)))
     return out
 
 
-def place(inst: InstanceType, catalog: Catalog, tp: int, pp: int) -> Plan:
+def place(inst: InstanceType, catalog: Catalog, tp: int, pp: int,
+          expert_parallel: bool = False) -> Plan:
     n = inst.gpu.count
     size = tp * pp
     replicas = n // size
@@ -94,12 +101,15 @@ def place(inst: InstanceType, catalog: Catalog, tp: int, pp: int) -> Plan:
                               vcpus=inst.vcpus // replicas,
                               host_memory_bandwidth_gb_s=round(bw_total / replicas, 1)
                               if bw_total else None))
-    return Plan(tp=tp, pp=pp, replicas=replicas, replica_layout=layout)
+    return Plan(tp=tp, pp=pp, replicas=replicas, replica_layout=layout,
+                expert_parallel=expert_parallel)
 
 
-def place_multi(inst: InstanceType, catalog: Catalog, tp: int, nodes: int) -> Plan:
+def place_multi(inst: InstanceType, catalog: Catalog, tp: int, nodes: int,
+                expert_parallel: bool = False) -> Plan:
     """One replica over ``nodes`` identical instances: TP ``tp`` inside each (all its GPUs,
     placed as on one instance), PP ``nodes`` across them — vLLM's multi-node recipe."""
     one = place(inst, catalog, tp, 1)
     head = one.replica_layout[0].model_copy(update={"vcpus": inst.vcpus})
-    return Plan(tp=tp, pp=nodes, replicas=1, replica_layout=[head], nodes=nodes)
+    return Plan(tp=tp, pp=nodes, replicas=1, replica_layout=[head], nodes=nodes,
+                expert_parallel=expert_parallel)

@@ -136,15 +136,17 @@ class ModelSpec(BaseModel):
     def is_hybrid(self) -> bool:
         return "sliding" in self.layer_kinds and "full" in self.layer_kinds
 
-    def tp_problem(self, tp: int) -> str | None:
+    def tp_problem(self, tp: int, expert_parallel: bool = False) -> str | None:
         """Why vLLM cannot shard this model over ``tp`` GPUs (None: it can), in its words.
 
         Beyond the heads (:meth:`splits_over`): every column- and row-parallel layer divides its
         sharded dimension by TP (``divide`` asserts "is not divisible by") — the MLP's
         intermediate size, each expert's (FusedMoE shards it by TP when expert parallelism is
-        off, as advisor renders it); and a group-quantized checkpoint needs each rank's input
-        slice of a row-parallel layer to hold whole groups ("The input size is not aligned with
-        the quantized weight shape. This can be caused by too large tensor parallel size.":
+        off; with ``expert_parallel`` — vLLM's --enable-expert-parallel — each GPU holds whole
+        experts instead, so their width is not split); and a group-quantized checkpoint needs
+        each rank's input slice of a row-parallel layer to hold whole groups ("The input size
+        is not aligned with the quantized weight shape. This can be caused by too large tensor
+        parallel size.":
         vllm awq.py/gptq.py, vllm-project/vllm #5675 for Qwen2-72B-AWQ at TP 8; Qwen's
         maintainers, QwenLM/Qwen3 #698: TP must divide the intermediate size, the heads and,
         quantized, intermediate size / group size), block fp8 whole blocks both ways
@@ -160,7 +162,7 @@ class ModelSpec(BaseModel):
         linear_q = q is not None and q.scope == "linear"
         if dense:
             dims.append(("MLP intermediate size", self.intermediate_size, linear_q))
-        if self.moe is not None:
+        if self.moe is not None and not expert_parallel:
             dims.append(("expert intermediate size", self.moe.expert_intermediate_size,
                          q is not None))
             if self.moe.shared_intermediate_size:
@@ -177,6 +179,22 @@ class ModelSpec(BaseModel):
                                 f"whole number of the checkpoint's {g}-wide quantization "
                                 f"{name}s")
         return None
+
+    def expert_parallel_at(self, tp: int) -> bool:
+        """Whether vLLM serves this model over ``tp`` GPUs only with --enable-expert-parallel:
+        TP cannot split its experts (a 1536-wide block-fp8 expert leaves 192 columns per GPU at
+        TP 8: "The output_size of gate's and up's weight = 192 is not divisible by weight
+        quantization block_n = 128", vllm-project/vllm #17569, Qwen3-235B-A22B-FP8) but whole
+        experts per GPU can. advisor lays a model out with expert parallelism only then: vLLM's
+        default is TP for the experts too, and InferenceX ran MiniMax-M2.5 (1536-wide block-fp8
+        experts) at TP 8 only with the flag (benchmarks/perf/README.md item 14)."""
+        return (self.moe is not None and tp > 1 and self.tp_problem(tp) is not None
+                and self.tp_problem(tp, expert_parallel=True) is None)
+
+    def experts_per_gpu(self, tp: int) -> int:
+        """Experts on the fullest GPU under expert parallelism over ``tp`` GPUs: vLLM's
+        determine_expert_map gives each rank E // TP and the first E mod TP ranks one more."""
+        return -(-self.moe.num_experts // tp) if self.moe is not None else 0
 
     def splits_over(self, tp: int) -> bool:
         """Whether vLLM can split the attention over ``tp`` GPUs: the query heads divide by it

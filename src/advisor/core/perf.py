@@ -330,6 +330,26 @@ def decode_step_s(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, batch: int, context
             + const + offload_s(fit, host_link_bytes_s))
 
 
+def expert_parallel_note() -> str:
+    """How an expert-parallel replica is timed, and how well that did on public runs: the
+    ``expert_parallel`` section of accuracy.json (benchmarks/perf/run.py, the rows run with
+    --enable-expert-parallel over their TP group, never fitted on)."""
+    from advisor.core import confidence
+
+    ep = confidence.load().get("expert_parallel")
+    if not ep:
+        return ("expert parallel (--enable-expert-parallel) is timed as TP over the same expert "
+                "bytes and FLOPs per GPU, with even routing (no public run checked)")
+    t, f = ep["tpot"], ep["ttft"]
+    return (f"expert parallel (--enable-expert-parallel) is timed as TP over the same expert "
+            f"bytes and FLOPs per GPU, with even routing; on {t['n']} public expert-parallel "
+            f"runs TPOT was within {t['median_pct']:g}% (median; p90 {t['p90_pct']:g}%, "
+            f"signed {t['signed_median_pct']:+g}%) and TTFT {f['median_pct']:g}% (signed "
+            f"{f['signed_median_pct']:+g}%: "
+            + ("estimates too fast" if f["signed_median_pct"] < -2 else
+               "estimates too slow" if f["signed_median_pct"] > 2 else "no lean") + ")")
+
+
 def _cost(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, decode: float, context: float,
           prefill_tokens: float = 0.0, prompt_len: float = 0.0,
           fuse: stepmodel.Fusion = stepmodel.NO_FUSION) -> float:
@@ -561,6 +581,8 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     if transferred:
         notes.append(f"no kernel tables for {gpu.id}: {source}'s measured curves, scaled by "
                      "datasheet bandwidth and peaks")
+    if fit.expert_parallel:
+        notes.append(expert_parallel_note())
     mem_bound = (_weight_bytes_read(spec, fit, c) + c * ctx * fit.kv_bytes_per_token)
     bound = "memory" if mem_bound / ((gpu.memory_bandwidth_gb_s or 1) * 1e9) * 1.0 >= (
         2 * spec.param_counts()["active"] * c / (fit.tp * fit.pp)

@@ -362,7 +362,7 @@ class _Ranker:
                 return None, (f"{nodes} instances (TP {tp} x PP {nodes}) would hold it, but the "
                               f"catalog {said} for {inst.name}: vLLM's multi-node serving needs "
                               "EFA, InfiniBand or GPUDirect")
-            return (place_multi(inst, self.cat, tp, nodes), f), ""
+            return (place_multi(inst, self.cat, tp, nodes, f.expert_parallel), f), ""
         return None, ""
 
     def figure(self, inst: InstanceType, usd: float, plan: Plan, perf: PerfEstimate
@@ -471,6 +471,11 @@ class _Ranker:
                            + (f" x PP {plan.pp}" if plan.pp > 1 else "")
                            + f": {tps:,.0f} output tok/s at {perf.concurrency} sequences each "
                            f"(TPOT {perf.tpot_ms:.1f} ms, TTFT {perf.ttft_ms:.0f} ms)")
+        if plan.expert_parallel and self.spec.moe is not None:
+            reasons.append(f"expert parallel (--enable-expert-parallel, rendered): "
+                           f"{self.spec.experts_per_gpu(plan.tp)} of the "
+                           f"{self.spec.moe.num_experts} experts whole on each GPU, since "
+                           f"{self.spec.tp_problem(plan.tp)}")
         reasons.append(f"{hv.physical_cores} physical cores for {inst.gpu.count} GPU(s) "
                        f"(vLLM's floor: {hv.cpu_floor_cores})" if hv.meets_cpu_floor else "")
         if not hv.meets_cpu_floor:

@@ -41,6 +41,10 @@ class FitRequest(BaseModel):
     cpu_offload_gib: float = Field(default=0.0, ge=0, le=4096)
     #: the GPU's architecture (catalog name, e.g. "Turing"): which dtypes vLLM has there
     gpu_architecture: str | None = None
+    #: vLLM's --enable-expert-parallel: each GPU of the TP group holds whole experts instead of
+    #: a TP slice of every expert. None: as advisor lays it out — only where TP cannot split
+    #: the experts and whole experts can (:meth:`ModelSpec.expert_parallel_at`)
+    expert_parallel: bool | None = None
 
 
 class MemoryFit(BaseModel):
@@ -73,6 +77,8 @@ class MemoryFit(BaseModel):
     params_active: int
     #: weights per GPU held in host memory (--cpu-offload-gb); ``weights_gib`` is the rest
     cpu_offload_gib: float = 0.0
+    #: served with --enable-expert-parallel (whole experts per GPU)
+    expert_parallel: bool = False
     #: how far to trust these figures: the accuracy benchmarks' error on this GPU family, model
     #: family and vLLM release, or "extrapolated" (set by callers that know the GPU)
     confidence: Confidence | None = None
@@ -133,7 +139,8 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
     return out
 
 
-def _layer_weight_bytes(spec: ModelSpec, i: int, tp: int, act_bytes: float) -> float:
+def _layer_weight_bytes(spec: ModelSpec, i: int, tp: int, act_bytes: float,
+                       expert_parallel: bool = False) -> float:
     q = spec.quantization
     lin_b = q.bytes_per_weight if q is not None and q.scope == "linear" else act_bytes
     exp_b = q.bytes_per_weight if q is not None else act_bytes
@@ -153,14 +160,19 @@ def _layer_weight_bytes(spec: ModelSpec, i: int, tp: int, act_bytes: float) -> f
     if spec.is_moe_layer(i):
         experts, other = spec.moe_layer_params(active=False)
         router = h * spec.moe.num_experts if spec.moe else 0
-        mlp = experts / tp * exp_b + (other - router) / tp * lin_b + router * act_bytes
+        # expert parallel: whole experts; the fullest GPU is the one that decides
+        share = (spec.experts_per_gpu(tp) / spec.moe.num_experts
+                 if expert_parallel and spec.moe else 1 / tp)
+        mlp = experts * share * exp_b + (other - router) / tp * lin_b + router * act_bytes
     else:
         mlp = spec.dense_mlp_params() / tp * lin_b
     return attn + mlp + norms
 
 
-def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float) -> list[float]:
-    """Bytes of weights on one GPU of each PP stage."""
+def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float,
+                    expert_parallel: bool = False) -> list[float]:
+    """Bytes of weights on one GPU of each PP stage (``expert_parallel``: whole experts per
+    GPU, on the GPU that holds the most)."""
     stages = stage_layers(spec.num_layers, pp)
     emb = spec.padded_vocab * spec.hidden_size / tp * act_bytes
     rotary_dim = spec.mla.qk_rope_head_dim if spec.mla else spec.head_dim
@@ -173,7 +185,8 @@ def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float) -> list
     vision = spec.vision.bytes_per_gpu(tp, act_bytes) if spec.vision is not None else 0.0
     out = []
     for s, layers in enumerate(stages):
-        b = sum(_layer_weight_bytes(spec, i, tp, act_bytes) for i in layers) + rotary + vision
+        b = sum(_layer_weight_bytes(spec, i, tp, act_bytes, expert_parallel)
+                for i in layers) + rotary + vision
         if s == 0:
             b += emb
         if s == pp - 1:
@@ -259,11 +272,19 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     if not 0 < util <= 1:
         raise UserInputError(f"gpu_memory_utilization {util} is outside (0, 1]",
                              hint="vLLM's default is 0.9")
-    why = spec.tp_problem(req.tp)
+    ep = (spec.expert_parallel_at(req.tp) if req.expert_parallel is None
+          else req.expert_parallel)
+    if ep and spec.moe is None:
+        raise UserInputError(f"{spec.name} has no experts: expert parallelism does not apply",
+                             hint="drop --expert-parallel")
+    why = spec.tp_problem(req.tp, expert_parallel=ep)
     if why:
         ok = [str(t) for t in (1, 2, 4, 8, 16) if spec.tp_problem(t) is None]
-        raise UserInputError(f"{spec.name}: {why}",
-                             hint="use a TP size vLLM can shard it over: " + ", ".join(ok))
+        with_ep = [str(t) for t in (2, 4, 8, 16) if spec.expert_parallel_at(t)]
+        hint = "use a TP size vLLM can shard it over: " + ", ".join(ok)
+        if with_ep and not ep:
+            hint += " (" + ", ".join(with_ep) + " with expert parallelism)"
+        raise UserInputError(f"{spec.name}: {why}", hint=hint)
     if req.pp > spec.num_layers:
         raise UserInputError(f"PP {req.pp} exceeds the {spec.num_layers} layers of {spec.name}")
     limit = max_len_limit(spec)
@@ -288,7 +309,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     seqs = req.max_num_seqs or seqs
 
     stages = stage_layers(spec.num_layers, req.pp)
-    weights = weights_per_gpu(spec, req.tp, req.pp, act_b)
+    weights = weights_per_gpu(spec, req.tp, req.pp, act_b, ep)
     # the stage that leaves the least room decides (vLLM takes the minimum over workers)
     worst = max(range(req.pp), key=lambda s: (weights[s], len(stages[s])))
     layers = list(stages[worst])
@@ -333,6 +354,12 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     if spec.is_hybrid and engine.hybrid_kv_allocator:
         notes.append(f"hybrid KV cache: {len(groups)} groups "
                      f"({', '.join(groups)}), sliding window {spec.sliding_window}")
+    if ep and spec.moe is not None:
+        per = spec.experts_per_gpu(req.tp)
+        notes.append(f"expert parallel (--enable-expert-parallel): {per} of the "
+                     f"{spec.moe.num_experts} experts whole on each GPU"
+                     + ("" if req.expert_parallel else
+                        f", as vLLM needs at TP {req.tp}: {spec.tp_problem(req.tp)}"))
     if req.tp > spec.num_kv_heads and spec.mla is None:
         notes.append(f"TP {req.tp} > {spec.num_kv_heads} KV heads: each GPU keeps a replica")
     if not engine.cuda_graph_charged and graphs:
@@ -350,7 +377,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
         tp=req.tp, pp=req.pp, dtype=dtype, kv_cache_dtype="fp8" if kv_b == 1.0 else dtype,
         max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=engine.version,
         params_total=params["total"], params_active=params["active"],
-        cpu_offload_gib=round(offload, 4))
+        cpu_offload_gib=round(offload, 4), expert_parallel=ep)
 
 
 def longest_fitting_len(spec: ModelSpec, layers: list[int], engine: EngineProfile,
@@ -398,9 +425,12 @@ def _why_not(spec: ModelSpec, req: FitRequest, kv_gib: float, max_len: int, kv_b
             notes.append(f"a max_model_len of {longest} would fit (--ctx {longest})")
         else:
             notes.append("not even a one-token request fits the KV cache")
-    bigger = [t for t in (2, 4, 8) if t > req.tp and spec.tp_problem(t) is None]
+    bigger = [t for t in (2, 4, 8) if t > req.tp
+              and (spec.tp_problem(t) is None or spec.expert_parallel_at(t))]
     if bigger:
-        notes.append(f"more TP (--tp {bigger[0]}) splits weights and KV cache over more GPUs")
+        notes.append(f"more TP (--tp {bigger[0]}) splits weights and KV cache over more GPUs"
+                     + (" (with expert parallelism)" if spec.expert_parallel_at(bigger[0])
+                        else ""))
     if kv_b > 1 and spec.mla is None and fp8_kv_ok:  # not where vLLM cannot store fp8 KV
         notes.append("--kv-cache-dtype fp8 halves the KV cache per token")
     notes.append("or a GPU with more memory")

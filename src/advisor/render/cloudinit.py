@@ -214,6 +214,7 @@ def replica_env(req: RenderRequest, plan: Plan, i: int, venv: str = DEFAULT_VENV
         **({"ADVISOR_KV_CACHE_DTYPE": req.kv_cache_dtype} if req.kv_cache_dtype else {}),
         **({"ADVISOR_CPU_OFFLOAD_GB": offload} if (offload := offload_arg(req.cpu_offload_gib))
            else {}),
+        **({"ADVISOR_EXPERT_PARALLEL": "1"} if plan.expert_parallel else {}),
     }
     if role != "single":
         lines.update({"ADVISOR_ROLE": role, "ADVISOR_PP": str(plan.pp),

@@ -141,6 +141,8 @@ def _serve(req: RenderRequest, plan: Plan) -> list[str]:
         args += ["--kv-cache-dtype", req.kv_cache_dtype]
     if offload := offload_arg(req.cpu_offload_gib):  # the offload the ranking sized
         args += ["--cpu-offload-gb", offload]
+    if plan.expert_parallel:  # whole experts per GPU, where TP cannot split them
+        args.append("--enable-expert-parallel")
     if _numa_bind(req, plan):
         args.append("--numa-bind")
     if plan.nodes > 1:

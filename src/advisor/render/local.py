@@ -94,13 +94,16 @@ def launch_line(env: dict[str, str], topo: Topology, replica: int = 0) -> Launch
         elif n not in nodes:
             nodes.append(n)
     numa: list[str] = []
-    # the launcher's order: --quantization, --kv-cache-dtype, then --numa-bind
+    # the launcher's order: --quantization, --kv-cache-dtype, --cpu-offload-gb,
+    # --enable-expert-parallel, then --numa-bind
     extra: list[str] = (["--quantization", env["ADVISOR_QUANTIZATION"]]
                         if env.get("ADVISOR_QUANTIZATION") else [])
     if env.get("ADVISOR_KV_CACHE_DTYPE"):
         extra += ["--kv-cache-dtype", env["ADVISOR_KV_CACHE_DTYPE"]]
     if env.get("ADVISOR_CPU_OFFLOAD_GB"):
         extra += ["--cpu-offload-gb", env["ADVISOR_CPU_OFFLOAD_GB"]]
+    if env.get("ADVISOR_EXPERT_PARALLEL") == "1":
+        extra.append("--enable-expert-parallel")
     threads: int | None = None
     binding = "unbound"
     if not hidden and nodes:
