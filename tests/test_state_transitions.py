@@ -242,3 +242,30 @@ def test_down_asks_first_and_does_nothing_when_refused(tmp_path):
     assert cloud.terminated == [] and st.require(NAME).status == "running"
     res = down(NAME, store=st, backends={"aws": cloud}, confirm=lambda _s: True)
     assert res.removed == ["i-1", "sg-us-east-1"] and st.require(NAME).status == "down"
+
+
+def test_down_of_an_unknown_name_says_so_and_names_the_close_ones_before_the_sweep(tmp_path):
+    """A typo of a deployment's name has no record, so down would sweep every region of every
+    cloud for its tag: the question says the name is unknown and which known names are close,
+    so the user can refuse before a single region is asked."""
+    from advisor.errors import UserInputError
+
+    st = Store(tmp_path / "s.db")
+    st.begin("llama-prod", "aws", "llama-3-8b", 8192)
+    st.begin("qwen-staging", "gcp", "qwen3-8b", 8192)
+    cloud = Cloud({"us-east-1": [row("i-1")]})
+    asked: list[str] = []
+
+    def no(summary: str) -> bool:
+        asked.append(summary)
+        return False
+
+    with pytest.raises(UserInputError, match="not confirmed"):
+        down("llama-prdo", store=st, backends={"aws": cloud}, confirm=no, provider="aws")
+    assert asked[0].startswith("no deployment 'llama-prdo' in advisor's state (did you mean "
+                               "'llama-prod'?); terminate everything tagged")
+    assert cloud.terminated == [] and cloud.asked == []
+    asked.clear()
+    with pytest.raises(UserInputError, match="not confirmed"):
+        down("zzz", store=st, backends={"aws": cloud}, confirm=no, provider="aws")
+    assert asked[0].startswith("no deployment 'zzz' in advisor's state; terminate")

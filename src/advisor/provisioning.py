@@ -1018,6 +1018,14 @@ def down(name: str, *, store: Store | None = None, backends: ProviderSource = No
             ask = (f"terminate everything tagged {TAG_DEPLOYMENT}={name} in {len(places)} "
                    f"region(s) of {', '.join(dict.fromkeys(p for p, _r in places)) or 'no cloud'}"
                    " and remove its firewall rules")
+            if dep is None:
+                # a typo sweeps every region for nothing: name what the state does know first
+                import difflib
+
+                close = difflib.get_close_matches(name, [d.name for d in st.all()], n=3)
+                ask = (f"no deployment {name!r} in advisor's state"
+                       + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
+                       + f"; {ask}")
         if not confirm(ask):
             raise UserInputError("nothing removed: not confirmed", hint="pass --yes to skip the "
                                  "question")
