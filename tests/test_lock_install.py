@@ -361,3 +361,45 @@ def test_expert_parallel_is_the_pinned_vllms_own(lock, tmp_path):
         s = spec.model_copy(update={"moe": MoE(num_experts=int(e), experts_per_token=8,
                                                expert_intermediate_size=1536)})
         assert sum(local) == int(e) and s.experts_per_gpu(8) == max(local)
+
+
+E5M2 = r"""
+import inspect, json
+import vllm.platforms as platforms
+from vllm.platforms.cpu import CpuPlatform
+platforms._current_platform = CpuPlatform()
+from vllm.model_executor.layers.quantization import get_quantization_config
+from vllm.attention.layer import Attention
+from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend as FA
+out = {"guard": "fp8_e5m2 kv-cache is not supported with "
+                in inspect.getsource(Attention.__init__)}
+try:
+    FA.get_fp8_dtype_for_flashattn("fp8_e5m2")
+    out["fa_e5m2"] = "accepted"
+except ValueError as e:
+    out["fa_e5m2"] = str(e)
+out["fa_fp8"] = str(FA.get_fp8_dtype_for_flashattn("fp8"))
+out["kv_method"] = {m: "KVCacheMethod" in inspect.getsource(
+    get_quantization_config(m).get_quant_method) for m in (
+    "fp8", "modelopt", "modelopt_fp4", "compressed-tensors", "awq", "gptq", "fbgemm_fp8",
+    "bitsandbytes", "awq_marlin", "gptq_marlin")}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_fp8_e5m2_rules_are_the_pinned_vllms_own(lock, tmp_path):
+    """advisor.core.weights' fp8_e5m2 rules, read off the installed vLLM: the attention layer
+    refuses e5m2 beside a quantization config that gives attention a KV-cache method (fp8,
+    ModelOpt fp8 and NVFP4, compressed-tensors; not AWQ, GPTQ, fbgemm_fp8, bitsandbytes), and
+    FlashAttention (Hopper's fp8-KV backend in 0.11.0) knows e4m3 only."""
+    from advisor.core.weights import KV_E5M2_REFUSED_METHODS
+
+    out = _run(_python(lock), E5M2, tmp_path=tmp_path)
+    assert out["guard"] is True
+    assert out["fa_e5m2"] == "Unrecognized FP8 dtype: fp8_e5m2"
+    assert out["fa_fp8"] == "torch.float8_e4m3fn"
+    ours = {"modelopt_fp4": "nvfp4"}
+    for m, has in out["kv_method"].items():
+        name = ours.get(m, m)
+        assert (name in KV_E5M2_REFUSED_METHODS) == has, m

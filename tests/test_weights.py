@@ -414,7 +414,7 @@ def test_the_fp8_kv_floor_is_pinned():
     ("fp8", None, "Ampere", "0.11.0", False, True),       # vllm #26431: an RTX 3090
     ("fp8_e4m3", None, "Turing", "0.11.0", False, True),
     ("fp8", None, "Volta", "0.19.0", False, True),
-    ("fp8_e5m2", None, "Ampere", "0.11.0", False, False),  # not checked
+    ("fp8_e5m2", None, "Ampere", "0.11.0", False, True),   # the same Triton kernels
     ("fp8", None, "Ada Lovelace", "0.11.0", False, False),  # L4, L40S: native fp8e4nv
     ("fp8", None, "Hopper", "0.11.0", False, False),
     ("fp8", None, "Ampere", "0.10.2", False, False),       # V0 and XFormers served it
@@ -430,6 +430,52 @@ def test_which_gpus_refuse_an_fp8_kv_cache(kv, ckpt, arch, version, reads, refus
     assert (why is not None) == refused
     if refused:
         assert "8.9" in why and arch in why and "#26431" in why
+
+
+@pytest.mark.parametrize(("arch", "version", "method", "refused"), [
+    ("Ampere", "0.11.0", None, "8.9"),            # Triton's e4m3 view, as for fp8
+    ("Ada Lovelace", "0.11.0", None, None),        # Triton: native fp8e4nv
+    ("Hopper", "0.11.0", None, "FlashAttention 3"),  # e4m3 only: "Unrecognized FP8 dtype"
+    ("Hopper", "0.10.2", None, None),              # before the V1-only rule
+    ("Blackwell", "0.11.0", None, None),           # FlashInfer reads e5m2
+    ("Blackwell", "0.11.0", "fp8", "fp8 checkpoints"),  # every release: vllm #8409
+    ("Blackwell", "0.9.0", "compressed-tensors-w4", "fp8 checkpoints"),
+    ("Ada Lovelace", "0.11.0", "nvfp4", "fp8 checkpoints"),
+    ("Ada Lovelace", "0.11.0", "modelopt", "fp8 checkpoints"),
+    ("Ada Lovelace", "0.11.0", "awq", None),       # AWQ gives attention no KV-cache scales
+    ("Blackwell", "0.11.0", "gptq", None),
+])
+def test_which_gpus_and_checkpoints_refuse_an_fp8_e5m2_kv_cache(arch, version, method, refused):
+    """fp8_e5m2 in vLLM 0.11.0, as read in its installed code (pinned against it in
+    tests/test_lock_install.py): refused beside a checkpoint whose quantization gives
+    attention a KV-cache method, on Hopper (FlashAttention 3 reads e4m3 only), and below 8.9
+    (the Triton kernels view every fp8 cache as e4m3); Ada and Blackwell serve it."""
+    from advisor.core.weights import kv_refusal
+
+    why = kv_refusal("fp8_e5m2", None, arch, version, False, method)
+    assert (why is None) == (refused is None)
+    if refused:
+        assert refused in why
+    # e4m3 is not touched by the e5m2 rules
+    assert kv_refusal("fp8", None, "Hopper", version, False, method) is None
+
+
+def test_fp8_e5m2_is_ranked_and_fitted_where_vllm_serves_it(cli):
+    recs = advisor.recommend("llama-3.1-8b", 8192, kv_cache_dtype="fp8_e5m2", top=500)
+    gpus = {r.gpu for r in recs}
+    assert {"L4", "L40S"} <= gpus and not gpus & {"H100-SXM", "H200", "A10G", "A100-80GB-SXM"}
+    assert {"H100-SXM", "H200"} <= {r.gpu for r in advisor.recommend(
+        "llama-3.1-8b", 8192, kv_cache_dtype="fp8", top=500)}
+    r = cli("fit", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--ctx", "8192",
+            "--kv-cache-dtype", "fp8_e5m2")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "Unrecognized FP8 dtype" in r.stderr and "hint: --kv-cache-dtype fp8 (e4m3)" in r.stderr
+    r = cli("fit", "--model", "llama-3.1-8b", "--gpu", "L40S", "--ctx", "8192",
+            "--kv-cache-dtype", "fp8_e5m2", "--quantization", "fp8")
+    assert r.exit_code == 2 and "fp8 checkpoints" in r.stderr
+    ok, _, _ = advisor.fit("llama-3.1-8b", "L40S", max_model_len=8192,
+                           kv_cache_dtype="fp8_e5m2")
+    assert ok.fits and ok.kv_cache_dtype == "fp8"
 
 
 def test_recommend_and_fit_hold_an_fp8_kv_cache_to_ada_and_newer(cli):

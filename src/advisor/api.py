@@ -288,12 +288,16 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     eng = profile(vllm_version)
     no = kv_refusal(kv_cache_dtype, spec.quantization.kv_cache_dtype if spec.quantization
                     else None, cat.gpus[gid].architecture, eng.version,
-                    eng.checkpoint_kv_dtype)
+                    eng.checkpoint_kv_dtype, method)
     if no:
+        arch = cat.gpus[gid].architecture
+        e4m3_ok = kv_refusal("fp8", None, arch, eng.version, False, method) is None
         raise UserInputError(f"{spec.name} on {gid}: {no}",
-                             hint=("--kv-cache-dtype auto (the model's dtype), or " if
-                                   kv_cache_dtype != "auto" else "") + "an Ada, Hopper or "
-                             "Blackwell GPU")
+                             hint=("--kv-cache-dtype fp8 (e4m3) or auto" if kv_cache_dtype ==
+                                   "fp8_e5m2" and e4m3_ok else
+                                   ("--kv-cache-dtype auto (the model's dtype), or " if
+                                    kv_cache_dtype != "auto" else "") + "an Ada, Hopper or "
+                                   "Blackwell GPU"))
     req = FitRequest(gpu_memory_gib=mem, gpu_name=cat.gpus[gid].name, tp=tp, pp=pp,
                      max_model_len=max_model_len,
                      gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
@@ -579,7 +583,8 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
             upcast = None if no else dtype_refusal(s.model_type, s.torch_dtype, g.architecture)
             kv = None if no or upcast else kv_refusal(
                 req.kv_cache_dtype, s.quantization.kv_cache_dtype if s.quantization else None,
-                g.architecture, eng.version, eng.checkpoint_kv_dtype)
+                g.architecture, eng.version, eng.checkpoint_kv_dtype,
+                s.quantization.method if s.quantization else None)
             if no or upcast or kv:
                 rejected.append(Rejection(
                     provider=inst.provider, instance=inst.name, reason=no or upcast or kv or "",

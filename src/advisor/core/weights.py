@@ -230,25 +230,53 @@ def dtype_refusal(model_type: str, checkpoint_dtype: str, architecture: str | No
 #: #45829, open in 2026-06, "SM75–SM88 have no native fp8e4nv cast ... fail at compile time",
 #: adds a software cast). Until 0.11.0 vLLM fell back to its V0 engine and XFormers for it
 #: ("Cannot use FlashAttention backend for FP8 KV cache. Using XFormers backend", logged on
-#: vLLM 0.10.2), which served. fp8_e5m2 is not checked (no public run either way)
+#: vLLM 0.10.2), which served. An fp8_e5m2 cache takes the same Triton kernels there (they view
+#: every fp8 cache as current_platform.fp8_dtype(), e4m3: vllm/v1/attention/backends/
+#: triton_attn.py), so it is held to the same floor
 KV_FP8_MIN_CAPABILITY = 89
 KV_FP8_RULE_SINCE = "0.11.0"
+#: checkpoints whose quantization config gives vLLM's attention layers a KV-cache method
+#: (Fp8KVCacheMethod, ModelOptFp8KVCacheMethod, CompressedTensorsKVCacheMethod: fp8.py,
+#: modelopt.py and compressed_tensors.py get_quant_method for Attention, read in vLLM 0.11.0
+#: as installed from the lock); with one, Attention.__init__ raises "fp8_e5m2 kv-cache is not
+#: supported with fp8 checkpoints" (vllm/attention/layer.py; the same error on vLLM 0.6,
+#: vllm-project/vllm #8409). AWQ, GPTQ, bitsandbytes and fbgemm_fp8 give attention none.
+KV_E5M2_REFUSED_METHODS = ("fp8", "modelopt", "nvfp4", "compressed-tensors")
+#: Hopper runs an fp8 KV cache through FlashAttention 3 from vLLM 0.11.0 (platforms/cuda.py:
+#: Triton for fp8 KV on 8.x other than 9.0), whose FlashAttentionBackend.
+#: get_fp8_dtype_for_flashattn knows only "fp8"/"fp8_e4m3" and raises "Unrecognized FP8
+#: dtype: fp8_e5m2" in the first step (v1/attention/backends/flash_attn.py, 0.11.0 as
+#: installed); Blackwell's FlashInfer backend reads e5m2 (flashinfer.py)
+KV_E5M2_HOPPER_CAPABILITY = 90
 
 
 def kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, architecture: str | None,
-               vllm_version: str, reads_checkpoint_kv: bool) -> str | None:
+               vllm_version: str, reads_checkpoint_kv: bool,
+               method: str | None = None) -> str | None:
     """Why vLLM ``vllm_version`` will not serve this KV cache dtype on an NVIDIA GPU of
-    ``architecture`` (None: it will, or advisor has no rule), per :data:`KV_FP8_MIN_CAPABILITY`.
-    ``kv_cache_dtype`` "auto" is the checkpoint's own (``checkpoint_kv``) where the release
-    reads it (``reads_checkpoint_kv``)."""
+    ``architecture`` (None: it will, or advisor has no rule), per :data:`KV_FP8_MIN_CAPABILITY`;
+    fp8_e5m2 also per :data:`KV_E5M2_REFUSED_METHODS` (the checkpoint's quantization
+    ``method``) and :data:`KV_E5M2_HOPPER_CAPABILITY`. ``kv_cache_dtype`` "auto" is the
+    checkpoint's own (``checkpoint_kv``) where the release reads it (``reads_checkpoint_kv``)."""
     from advisor.core.engine import parse_version
 
     kv = kv_cache_dtype
     if kv == "auto":
         kv = "fp8" if checkpoint_kv == "fp8" and reads_checkpoint_kv else "auto"
     cc = ARCH_COMPUTE_CAPABILITY.get(architecture or "")
-    if (kv not in ("fp8", "fp8_e4m3") or cc is None or cc >= KV_FP8_MIN_CAPABILITY
-            or parse_version(vllm_version) < parse_version(KV_FP8_RULE_SINCE)):
+    since = parse_version(vllm_version) >= parse_version(KV_FP8_RULE_SINCE)
+    if kv == "fp8_e5m2":
+        m = (method or "").lower()
+        if any(m == x or m.startswith(x + "-") for x in KV_E5M2_REFUSED_METHODS):
+            return (f"vLLM refuses an fp8_e5m2 KV cache for a checkpoint quantized by {method}, "
+                    "whose attention carries KV-cache scales (\"fp8_e5m2 kv-cache is not "
+                    "supported with fp8 checkpoints\")")
+        if since and cc == KV_E5M2_HOPPER_CAPABILITY:
+            return (f"vLLM {vllm_version} stores an fp8 KV cache on {architecture} GPUs through "
+                    "FlashAttention 3, which reads e4m3 only (\"Unrecognized FP8 dtype: "
+                    "fp8_e5m2\")")
+    if (kv not in ("fp8", "fp8_e4m3", "fp8_e5m2") or cc is None
+            or cc >= KV_FP8_MIN_CAPABILITY or not since):
         return None
     own = " (the checkpoint's)" if kv_cache_dtype == "auto" else ""
     return (f"an fp8 KV cache{own} needs compute capability 8.9 in vLLM {vllm_version} "
