@@ -187,7 +187,11 @@ class ModelSpec(BaseModel):
         quantization block_n = 128", vllm-project/vllm #17569, Qwen3-235B-A22B-FP8) but whole
         experts per GPU can. advisor lays a model out with expert parallelism only then: vLLM's
         default is TP for the experts too, and InferenceX ran MiniMax-M2.5 (1536-wide block-fp8
-        experts) at TP 8 only with the flag (benchmarks/perf/README.md item 14)."""
+        experts) at TP 8 only with the flag (benchmarks/perf/README.md item 14). TP 8 with the
+        flag is vLLM's own recipe for a large MoE on one 8-GPU node (docs.vllm.ai/projects/
+        recipes, Qwen3-Coder-480B-A35B on 8 x H200: --enable-expert-parallel
+        --tensor-parallel-size 8); where TP alone works advisor keeps TP, since its step model
+        times the two alike (item 24)."""
         return (self.moe is not None and tp > 1 and self.tp_problem(tp) is not None
                 and self.tp_problem(tp, expert_parallel=True) is None)
 
