@@ -165,3 +165,17 @@ def test_an_expert_parallel_replica_is_timed_as_tp_and_says_how_well_that_did():
     assert len(note) == 1 and f"on {shipped['tpot']['n']} public expert-parallel runs" in note[0]
     assert f"TTFT {shipped['ttft']['median_pct']:g}%" in note[0]
     assert not any(n.startswith("expert parallel") for n in tp.notes)
+
+
+def test_expert_parallel_does_not_lift_the_shared_experts_tp_rule():
+    """Under --enable-expert-parallel only the routed experts are whole per GPU; a shared
+    expert stays a TP-sharded MLP (vLLM's DeepseekV2MLP / Qwen2MoeMLP), so its width must still
+    divide by TP: a Qwen2-MoE-shaped model whose shared expert is 5632 wide cannot run at TP 8
+    (5632 / 8 = 704, not whole 128-wide blocks of a block-fp8 checkpoint) with or without it."""
+    base = advisor.model_spec("qwen3-235b-a22b-fp8")
+    shared = base.model_copy(update={"moe": base.moe.model_copy(
+        update={"shared_intermediate_size": 5632})})
+    why = shared.tp_problem(8, expert_parallel=True)
+    assert why is not None and "shared expert intermediate size 5632" in why
+    assert not shared.expert_parallel_at(8) and 8 not in tp_sizes(shared, 8)
+    assert base.tp_problem(8, expert_parallel=True) is None

@@ -162,9 +162,12 @@ class ModelSpec(BaseModel):
         linear_q = q is not None and q.scope == "linear"
         if dense:
             dims.append(("MLP intermediate size", self.intermediate_size, linear_q))
-        if self.moe is not None and not expert_parallel:
-            dims.append(("expert intermediate size", self.moe.expert_intermediate_size,
-                         q is not None))
+        if self.moe is not None:
+            if not expert_parallel:
+                dims.append(("expert intermediate size", self.moe.expert_intermediate_size,
+                             q is not None))
+            # the shared expert is a TP-sharded MLP either way (DeepseekV2MLP, Qwen2MoeMLP:
+            # column/row-parallel; only data-parallel attention turns their TP off)
             if self.moe.shared_intermediate_size:
                 dims.append(("shared expert intermediate size",
                              self.moe.shared_intermediate_size, linear_q))
