@@ -123,6 +123,7 @@ def test_every_renderer_passes_the_flag(tmp_path):
                                 tp=4)
     assert not four.plan.expert_parallel
     assert all("EXPERT" not in four.files[f"env/vllm-{i}.env"] for i in range(2))
+    assert "ADVISOR_EXPERT_PARALLEL=1" not in four.files["user-data"]
     k8s = advisor.render_files("qwen3-235b-a22b-fp8", 8192, instance="aws:p5en.48xlarge",
                                tp=8, target="k8s")
     assert any("--enable-expert-parallel" in t for t in k8s.files.values())
@@ -179,3 +180,36 @@ def test_expert_parallel_does_not_lift_the_shared_experts_tp_rule():
     assert why is not None and "shared expert intermediate size 5632" in why
     assert not shared.expert_parallel_at(8) and 8 not in tp_sizes(shared, 8)
     assert base.tp_problem(8, expert_parallel=True) is None
+
+
+def test_expert_parallel_can_be_asked_for_or_refused_where_tp_would_do():
+    """recommend/render/provision --expert-parallel puts every MoE layout of TP > 1 on
+    --enable-expert-parallel (vLLM's own recipe for large MoE models on one node), and
+    --no-expert-parallel never does, so the TP sizes that need it are not laid out; a dense
+    model is refused, and at TP 1 the flag is a no-op in vLLM (use_ep needs TP x DP > 1)."""
+    from advisor.provisioning import Question, provision
+
+    recs = advisor.recommend("qwen3-30b-a3b", 8192, gpus=["H100-SXM"], top=50,
+                             expert_parallel=True)
+    multi = [r for r in recs if r.plan.tp > 1]
+    assert multi and all(r.plan.expert_parallel and r.fit.expert_parallel for r in multi)
+    assert all(not r.plan.expert_parallel for r in recs if r.plan.tp == 1)
+    assert any("as asked (--expert-parallel)" in x for x in multi[0].reasons)
+    never = advisor.recommend("qwen3-235b-a22b-fp8", 8192, gpus=["H200"], top=50,
+                              expert_parallel=False)
+    assert never and all(r.plan.tp <= 4 and not r.plan.expert_parallel for r in never)
+    with pytest.raises(UserInputError, match="has no experts"):
+        advisor.recommend("llama-3-8b", 8192, expert_parallel=True)
+    r = advisor.render_files("qwen3-30b-a3b", 8192, instance="gcp:a3-highgpu-2g", tp=2,
+                             expert_parallel=True)
+    assert r.plan.expert_parallel and "ADVISOR_EXPERT_PARALLEL=1" in r.files["env/vllm-0.env"]
+    plain = advisor.render_files("qwen3-30b-a3b", 8192, instance="gcp:a3-highgpu-2g", tp=2)
+    assert not plain.plan.expert_parallel
+    res = provision("qwen3-30b-a3b", 8192, instance="gcp:a3-highgpu-2g", name="ep-asked",
+                    dry_run=True, question=Question(expert_parallel=True))
+    # the layout the ranking gives the named instance: EP with it wherever its TP is over 1
+    assert ("ADVISOR_EXPERT_PARALLEL=1" in res.user_data) == (
+        "ADVISOR_TP=2" in res.user_data)
+    one, _, _ = advisor.fit("qwen3-30b-a3b", "H100-SXM", max_model_len=8192,
+                            expert_parallel=True)
+    assert one.tp == 1 and not one.expert_parallel

@@ -418,7 +418,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[False] = ...,
               max_nodes: int = ..., instances: list[str] | None = ...,
-              quantization: str | None = ...
+              quantization: str | None = ..., expert_parallel: bool | None = ...
               ) -> list[Recommendation]: ...
 
 
@@ -435,7 +435,7 @@ def recommend(model: str, ctx: int, *, input_len: int | None = ...,
               vllm_version: str | None = ..., catalog: Catalog | None = ...,
               top: int | None = ..., with_rejected: Literal[True],
               max_nodes: int = ..., instances: list[str] | None = ...,
-              quantization: str | None = ...
+              quantization: str | None = ..., expert_parallel: bool | None = ...
               ) -> tuple[list[Recommendation], list[Rejection]]: ...
 
 
@@ -452,7 +452,8 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
               allow_small_host: bool = False, vllm_version: str | None = None,
               catalog: Catalog | None = None, top: int | None = None,
               with_rejected: bool = False, max_nodes: int = 4,
-              instances: list[str] | None = None, quantization: str | None = None
+              instances: list[str] | None = None, quantization: str | None = None,
+              expert_parallel: bool | None = None
               ) -> list[Recommendation] | tuple[list[Recommendation], list[Rejection]]:
     """Ranked :class:`~advisor.core.ranking.Recommendation` objects (best first).
 
@@ -465,7 +466,9 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
     ``provision`` can bring it up (not an AMD GPU): deployable ones come first, the others after
     them with ``not_deployable_reason``. Instances below vLLM's CPU floor are
     rejected unless ``allow_small_host``. With ``with_rejected`` returns ``(recommendations,
-    rejections)``; ``instances`` (PROVIDER:TYPE) ranks only those. Raises UserInputError when
+    rejections)``; ``instances`` (PROVIDER:TYPE) ranks only those; ``expert_parallel``: vLLM's
+    --enable-expert-parallel for a MoE model (None: only where TP cannot split its experts;
+    True: every layout of TP > 1; False: never). Raises UserInputError when
     nothing can serve the request, naming the closest misses and the constraints that excluded
     the rest.
     """
@@ -482,7 +485,8 @@ def recommend(model: str, ctx: int, *, input_len: int | None = None,
                  max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, spot=spot,
                  kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb,
                  allow_small_host=allow_small_host, vllm_version=vllm_version,
-                 max_nodes=max_nodes, quantization=quantization)
+                 max_nodes=max_nodes, quantization=quantization,
+                 expert_parallel=expert_parallel)
     if with_rejected:
         return ask(q, catalog=catalog, top=top, with_rejected=True)
     return ask(q, catalog=catalog, top=top)
@@ -519,12 +523,15 @@ def ask(question: Question, *, catalog: Catalog | None = None, top: int | None =
     cat = catalog or load_catalog()
     choice = check_choice(q.quantization)
     spec = model_spec(q.model, catalog=cat)
+    if q.expert_parallel and spec.moe is None:
+        raise UserInputError(f"{spec.name} has no experts: expert parallelism does not apply",
+                             hint="drop --expert-parallel")
     i, o = default_lengths(q.ctx, q.input_len, q.output_len)
     tg = targets(q.max_tpot_ms, q.max_ttft_ms, q.batch)
     req = Request(ctx=q.ctx, input_len=i, output_len=o, concurrency=q.concurrency, rps=q.rps,
                   batch=q.batch, utilisation=q.utilisation, spare=q.spare, objective=q.objective,
                   kv_cache_dtype=q.kv_cache_dtype, cpu_offload_gib=q.cpu_offload_gb,
-                  targets=tg)
+                  expert_parallel=q.expert_parallel, targets=tg)
     cons = Constraints(providers=q.providers or [], regions=q.regions or [], gpus=q.gpus or [],
                        max_usd_per_hour=q.max_usd_per_hour, max_tpot_ms=tg.tpot_ms,
                        max_ttft_ms=tg.ttft_ms, spot=q.spot, max_nodes=q.max_nodes,
@@ -867,7 +874,8 @@ def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int 
                            gpu_memory_utilization=gpu_memory_utilization,
                            vllm_version=vllm_version,
                            kv_cache_dtype=q.get("kv_cache_dtype") or "auto",
-                           cpu_offload_gb=q.get("cpu_offload_gb") or 0.0)
+                           cpu_offload_gb=q.get("cpu_offload_gb") or 0.0,
+                           expert_parallel=q.get("expert_parallel"))
         if not result.fits:
             raise UserInputError(f"{model} does not fit on {inst.key} with TP {tp}: "
                                  f"{result.notes[0] if result.notes else ''}",
@@ -891,7 +899,8 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
                  sysfs_root: str | Path | None = None,
                  gpu: str | None = None, quantization: str | None = None,
                  kv_cache_dtype: KvCacheDtype = "auto",
-                 cpu_offload_gb: float = 0.0) -> RenderResult:
+                 cpu_offload_gb: float = 0.0,
+                 expert_parallel: bool | None = None) -> RenderResult:
     """The files that bring ``model`` up on ``instance`` (default: the top recommendation for
     the same latency targets, ``batch`` and ``allow_small_host`` as :func:`recommend`):
     cloud-init user-data, unit, env files and launcher, or (``target="k8s"``) manifests.
@@ -946,7 +955,8 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
     question: dict[str, Any] = {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
                                 "batch": batch, "allow_small_host": allow_small_host,
                                 "quantization": quantization, "kv_cache_dtype": kv_cache_dtype,
-                                "cpu_offload_gb": cpu_offload_gb}
+                                "cpu_offload_gb": cpu_offload_gb,
+                                "expert_parallel": expert_parallel}
     topo = None
     if local:
         from advisor.host.local import host_topology, local_instance, with_instance

@@ -204,6 +204,9 @@ class Question(BaseModel):
     kv_cache_dtype: KvCacheDtype = "auto"
     #: vLLM's --cpu-offload-gb, GiB per GPU: ranked with it and passed to the server
     cpu_offload_gb: float = Field(default=0.0, ge=0, le=4096, allow_inf_nan=False)
+    #: vLLM's --enable-expert-parallel (None: only where TP cannot split the experts); the
+    #: layout carries it to the server
+    expert_parallel: bool | None = None
 
 
 def candidates(model: str, ctx: int, *, catalog: Catalog, provider: str | None = None,

@@ -178,8 +178,9 @@ DeployCpuOffload = Annotated[float, typer.Option(
     "server and sized for.")]
 ExpertParallel = Annotated[bool | None, typer.Option(
     "--expert-parallel/--no-expert-parallel",
-    help="vLLM's --enable-expert-parallel (whole experts per GPU); default: only where TP "
-    "cannot split a MoE model's experts, as advisor lays it out.", show_default=False)]
+    help="vLLM's --enable-expert-parallel (whole experts per GPU): on for every MoE layout of "
+    "TP > 1, or never; default: only where TP cannot split a MoE model's experts.",
+    show_default=False)]
 Spare = Annotated[int, typer.Option(
     help="Replicas a fleet keeps beyond the load, for failures (N + spare).", min=0, max=1000)]
 

@@ -17,6 +17,7 @@ from advisor.cli.common import (
     CatalogDirs,
     DeployCpuOffload,
     DeployKvCacheDtype,
+    ExpertParallel,
     JsonFlag,
     MaxTpot,
     MaxTtft,
@@ -110,6 +111,7 @@ def provision_cmd(
     quantization: Quantization = None,
     kv_cache_dtype: DeployKvCacheDtype = "auto",
     cpu_offload_gb: DeployCpuOffload = 0.0,
+    expert_parallel: ExpertParallel = None,
     cloud_options: dict[str, dict[str, str]] | None = None,
     dry_run: Annotated[bool, typer.Option(
         help="Print the exact requests and the user-data; call nothing.")] = False,
@@ -147,7 +149,8 @@ def provision_cmd(
             provider_options=cloud_options,
             question=Question(max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
                               allow_small_host=allow_small_host, quantization=quantization,
-                              kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb))
+                              kv_cache_dtype=kv_cache_dtype, cpu_offload_gb=cpu_offload_gb,
+                              expert_parallel=expert_parallel))
     except PreflightRefused as exc:  # one line per failed check, then the error (exit 2)
         for where, check in exc.checks:
             out.progress(f"preflight failed: {where}: {check.name}: {check.detail}"

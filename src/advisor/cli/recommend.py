@@ -235,6 +235,7 @@ def recommend_cmd(
     cpu_offload_gb: Annotated[float, typer.Option(
         help="vLLM's --cpu-offload-gb: GiB of weights per GPU kept in host memory.")] = 0.0,
     quantization: Quantization = None,
+    expert_parallel: ExpertParallel = None,
     allow_small_host: AllowSmallHost = False,
     max_nodes: Annotated[int, typer.Option(
         help="Most instances one replica may span (PP across them); 1: one machine.")] = 4,
@@ -260,7 +261,8 @@ def recommend_cmd(
         max_usd_per_hour=max_usd_per_hour, max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms,
         spot=spot, kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype), cpu_offload_gb=cpu_offload_gb,
         allow_small_host=allow_small_host, vllm_version=vllm_version, catalog=cat,
-        with_rejected=True, max_nodes=max_nodes, quantization=quantization)
+        with_rejected=True, max_nodes=max_nodes, quantization=quantization,
+        expert_parallel=expert_parallel)
     if not recs:
         from advisor.core.ranking import explain_empty
 

@@ -15,6 +15,7 @@ from advisor.cli.common import (
     CatalogDirs,
     DeployCpuOffload,
     DeployKvCacheDtype,
+    ExpertParallel,
     JsonFlag,
     MaxTpot,
     MaxTtft,
@@ -75,6 +76,7 @@ def render_cmd(
     quantization: Quantization = None,
     kv_cache_dtype: DeployKvCacheDtype = "auto",
     cpu_offload_gb: DeployCpuOffload = 0.0,
+    expert_parallel: ExpertParallel = None,
     catalog: CatalogDirs = None,
     json: JsonFlag = False,
 ) -> None:
@@ -108,7 +110,7 @@ def render_cmd(
                           catalog=catalog_from(catalog), probe=probe, sysfs_root=sysfs_root,
                           gpu=gpu, quantization=quantization,
                           kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
-                          cpu_offload_gb=cpu_offload_gb)
+                          cpu_offload_gb=cpu_offload_gb, expert_parallel=expert_parallel)
     inst, plan = result.instance, result.plan
     ep = " with expert parallelism" if plan.expert_parallel else ""
     if out_dir is None:

@@ -51,26 +51,29 @@ class Plan(BaseModel):
         return "unknown" if "unknown" in kinds else "aligned"
 
 
-def tp_sizes(spec: ModelSpec, gpus: int) -> list[int]:
+def tp_sizes(spec: ModelSpec, gpus: int, expert_parallel: bool | None = None) -> list[int]:
     """The TP sizes vLLM can serve ``spec`` at on ``gpus`` GPUs: powers of two dividing them
-    that TP can shard, or that expert parallelism can where TP cannot split the experts."""
+    that TP can shard, or that expert parallelism can where TP cannot split the experts
+    (``expert_parallel``: the user's choice, :meth:`ModelSpec.expert_parallel_for`)."""
     return [t for t in range(1, gpus + 1)
             if gpus % t == 0 and t & (t - 1) == 0
-            and (spec.tp_problem(t) is None or spec.expert_parallel_at(t))]
+            and spec.expert_parallel_for(t, expert_parallel) is not None]
 
 
 def layouts(spec: ModelSpec, inst: InstanceType, catalog: Catalog,
-            with_pp: bool = False) -> list[Plan]:
-    """Every TP x PP x replicas layout of ``spec`` on ``inst`` (PP only with ``with_pp``)."""
+            with_pp: bool = False, expert_parallel: bool | None = None) -> list[Plan]:
+    """Every TP x PP x replicas layout of ``spec`` on ``inst`` (PP only with ``with_pp``;
+    ``expert_parallel``: the user's choice, :meth:`ModelSpec.expert_parallel_for`)."""
     n = inst.gpu.count
     out = []
-    for tp in tp_sizes(spec, n):
+    for tp in tp_sizes(spec, n, expert_parallel):
         pps = [1]
         if with_pp and tp * 2 <= n:
             pps += [p for p in (2, 4, 8) if tp * p <= n and n % (tp * p) == 0
                     and p <= spec.num_layers]
         for pp in pps:
-            out.append(place(inst, catalog, tp, pp, spec.expert_parallel_at(tp)))
+            out.append(place(inst, catalog, tp, pp,
+                             bool(spec.expert_parallel_for(tp, expert_parallel))))
     return out
 
 

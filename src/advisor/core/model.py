@@ -198,6 +198,17 @@ class ModelSpec(BaseModel):
         return (self.moe is not None and tp > 1 and self.tp_problem(tp) is not None
                 and self.tp_problem(tp, expert_parallel=True) is None)
 
+    def expert_parallel_for(self, tp: int, asked: bool | None) -> bool | None:
+        """Whether a layout of TP ``tp`` runs --enable-expert-parallel when the user ``asked``
+        for it (None: as :meth:`expert_parallel_at` says; True: wherever a MoE model can at TP
+        > 1; False: never), or None when vLLM cannot serve it at ``tp`` that way."""
+        if asked is None:
+            return False if self.tp_problem(tp) is None else (
+                True if self.expert_parallel_at(tp) else None)
+        if asked and self.moe is not None and tp > 1:
+            return True if self.tp_problem(tp, expert_parallel=True) is None else None
+        return False if self.tp_problem(tp) is None else None
+
     def experts_per_gpu(self, tp: int) -> int:
         """Experts on the fullest GPU under expert parallelism over ``tp`` GPUs: vLLM's
         determine_expert_map gives each rank E // TP and the first E mod TP ranks one more."""

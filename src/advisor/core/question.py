@@ -57,6 +57,10 @@ class Question(BaseModel):
     kv_cache_dtype: KvCacheDtype = "auto"
     #: vLLM's --cpu-offload-gb: GiB of each GPU's weights held in host memory
     cpu_offload_gb: float = Field(default=0.0, ge=0, le=4096, allow_inf_nan=False)
+    #: vLLM's --enable-expert-parallel for a MoE model: None — only where TP cannot split its
+    #: experts (:meth:`~advisor.core.model.ModelSpec.expert_parallel_at`); True — every layout
+    #: of TP > 1; False — never (TP sizes that need it are not laid out)
+    expert_parallel: bool | None = None
     #: keep instances below vLLM's CPU floor (2 + N physical cores), with a risk
     allow_small_host: bool = False
     #: the vLLM release to model (default: the one advisor pins)

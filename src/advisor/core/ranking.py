@@ -72,6 +72,9 @@ class Request(BaseModel):
     kv_cache_dtype: KvCacheDtype = "auto"
     #: vLLM's --cpu-offload-gb (GiB of weights per GPU held in host memory)
     cpu_offload_gib: float = Field(default=0.0, ge=0, le=4096)
+    #: vLLM's --enable-expert-parallel as the user asked (None: where TP cannot split the
+    #: experts; ModelSpec.expert_parallel_for)
+    expert_parallel: bool | None = None
     #: the targets as the user sees them (where they come from); the limits themselves are
     #: Constraints.max_tpot_ms / max_ttft_ms
     targets: Targets | None = None
@@ -184,7 +187,8 @@ class _Ranker:
         f = with_confidence(fit(self.spec, FitRequest(
             gpu_memory_gib=g.cuda_memory_gib, gpu_name=g.name, tp=tp, pp=pp,
             max_model_len=self.req.ctx, kv_cache_dtype=self.req.kv_cache_dtype,
-            cpu_offload_gib=self.req.cpu_offload_gib, gpu_architecture=g.architecture),
+            cpu_offload_gib=self.req.cpu_offload_gib, gpu_architecture=g.architecture,
+            expert_parallel=bool(self.spec.expert_parallel_for(tp, self.req.expert_parallel))),
             self.engine), g.architecture,
             self.spec.model_type)
         load = self.req.load_weights_gib
@@ -281,12 +285,13 @@ class _Ranker:
         return min(pcie, per_gpu) if per_gpu else pcie
 
     def best_for(self, inst: InstanceType, usd: float) -> tuple[Recommendation | None, Rejection]:
-        plans = layouts(self.spec, inst, self.cat)
+        plans = layouts(self.spec, inst, self.cat, expert_parallel=self.req.expert_parallel)
         fitting = [(p, self._fit(inst.gpu.model, p.tp, p.pp)) for p in plans]
         fitting_ok = [(p, f) for p, f in fitting if f.fits]
         if not fitting_ok:  # a model too big for one TP group: try pipeline stages
             staged = [(p, self._fit(inst.gpu.model, p.tp, p.pp))
-                      for p in layouts(self.spec, inst, self.cat, with_pp=True) if p.pp > 1]
+                      for p in layouts(self.spec, inst, self.cat, with_pp=True,
+                                       expert_parallel=self.req.expert_parallel) if p.pp > 1]
             fitting_ok = [(p, f) for p, f in staged if f.fits]
             fitting += staged
         no_fabric = ""
@@ -345,7 +350,7 @@ class _Ranker:
     def multi_node(self, inst: InstanceType) -> tuple[tuple[Plan, MemoryFit] | None, str]:
         """The fewest identical instances (TP = the GPUs of one, PP = instances) that hold the
         model — only over an inter-node fabric the catalog records; else why not, in words."""
-        sizes = tp_sizes(self.spec, inst.gpu.count)
+        sizes = tp_sizes(self.spec, inst.gpu.count, self.req.expert_parallel)
         if not sizes:
             return None, ""
         tp = max(sizes)
@@ -472,10 +477,11 @@ class _Ranker:
                            + f": {tps:,.0f} output tok/s at {perf.concurrency} sequences each "
                            f"(TPOT {perf.tpot_ms:.1f} ms, TTFT {perf.ttft_ms:.0f} ms)")
         if plan.expert_parallel and self.spec.moe is not None:
+            why = self.spec.tp_problem(plan.tp)
             reasons.append(f"expert parallel (--enable-expert-parallel, rendered): "
                            f"{self.spec.experts_per_gpu(plan.tp)} of the "
-                           f"{self.spec.moe.num_experts} experts whole on each GPU, since "
-                           f"{self.spec.tp_problem(plan.tp)}")
+                           f"{self.spec.moe.num_experts} experts whole on each GPU, "
+                           + (f"since {why}" if why else "as asked (--expert-parallel)"))
         reasons.append(f"{hv.physical_cores} physical cores for {inst.gpu.count} GPU(s) "
                        f"(vLLM's floor: {hv.cpu_floor_cores})" if hv.meets_cpu_floor else "")
         if not hv.meets_cpu_floor:

@@ -277,6 +277,9 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     if ep and spec.moe is None:
         raise UserInputError(f"{spec.name} has no experts: expert parallelism does not apply",
                              hint="drop --expert-parallel")
+    # vLLM turns it on only over more than one GPU (FusedMoEParallelConfig: use_ep needs
+    # tp x dp > 1); at TP 1 the flag changes nothing
+    ep = ep and req.tp > 1
     why = spec.tp_problem(req.tp, expert_parallel=ep)
     if why:
         ok = [str(t) for t in (1, 2, 4, 8, 16) if spec.tp_problem(t) is None]
