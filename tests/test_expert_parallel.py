@@ -213,3 +213,16 @@ def test_expert_parallel_can_be_asked_for_or_refused_where_tp_would_do():
     one, _, _ = advisor.fit("qwen3-30b-a3b", "H100-SXM", max_model_len=8192,
                             expert_parallel=True)
     assert one.tp == 1 and not one.expert_parallel
+
+
+def test_plan_takes_the_same_choice():
+    """plan (fleets, and the cost curve) lays out what provision would: by default TP 8 with
+    expert parallelism on eight H200s; with --no-expert-parallel only TP 4 there."""
+    default = advisor.fleet("qwen3-235b-a22b-fp8", 8192, rps=2, gpus=["H200"])
+    assert any(o.plan.tp == 8 and o.plan.expert_parallel for o in default)
+    never = advisor.fleet("qwen3-235b-a22b-fp8", 8192, rps=2, gpus=["H200"],
+                          expert_parallel=False)
+    assert never and all(o.plan.tp <= 4 and not o.plan.expert_parallel for o in never)
+    with pytest.raises(UserInputError, match="has no experts"):
+        advisor.fleet_curve("llama-3-8b", 8192, rps_from=1, rps_to=4, points=2,
+                            expert_parallel=True)

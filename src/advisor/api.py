@@ -659,7 +659,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
           vllm_version: str | None = ..., catalog: Catalog | None = ...,
           with_misses: Literal[False] = ..., max_nodes: int = ..., batch: bool = ...,
-          allow_small_host: bool = ..., quantization: str | None = ...
+          allow_small_host: bool = ..., quantization: str | None = ...,
+          expert_parallel: bool | None = ...
           ) -> list[FleetOption]: ...
 
 
@@ -672,7 +673,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = ...,
           gpus: list[str] | None = ..., spot: bool = ..., kv_cache_dtype: KvCacheDtype = ...,
           vllm_version: str | None = ..., catalog: Catalog | None = ...,
           with_misses: Literal[True], max_nodes: int = ..., batch: bool = ...,
-          allow_small_host: bool = ..., quantization: str | None = ...
+          allow_small_host: bool = ..., quantization: str | None = ...,
+          expert_parallel: bool | None = ...
           ) -> tuple[list[FleetOption], list[FleetMiss]]: ...
 
 
@@ -685,7 +687,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
           gpus: list[str] | None = None, spot: bool = False, kv_cache_dtype: KvCacheDtype = "auto",
           vllm_version: str | None = None, catalog: Catalog | None = None,
           with_misses: bool = False, max_nodes: int = 4, batch: bool = False,
-          allow_small_host: bool = False, quantization: str | None = None
+          allow_small_host: bool = False, quantization: str | None = None,
+          expert_parallel: bool | None = None
           ) -> list[FleetOption] | tuple[list[FleetOption], list[FleetMiss]]:
     """Fleets that carry ``rps`` requests per second within the latency targets (those of
     :func:`recommend`: TPOT <= 50 ms and TTFT <= 2 s unless given, none with ``batch``), cheapest
@@ -706,7 +709,8 @@ def fleet(model: str, ctx: int, *, rps: float, input_len: int | None = None,
                      max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms, batch=batch,
                      allow_small_host=allow_small_host,
                      kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version, catalog=catalog,
-                     max_nodes=max_nodes, quantization=quantization)
+                     max_nodes=max_nodes, quantization=quantization,
+                     expert_parallel=expert_parallel)
     options, misses = plan_fleet(recs, rps, max_instances, utilisation, spare)
     if not options and not with_misses:
         raise explain_no_fleet(misses, rps, max_instances)
@@ -723,7 +727,8 @@ def fleet_curve(model: str, ctx: int, *, rps_from: float, rps_to: float,
                 gpus: list[str] | None = None, spot: bool = False,
                 kv_cache_dtype: KvCacheDtype = "auto", vllm_version: str | None = None,
                 catalog: Catalog | None = None, max_nodes: int = 4, batch: bool = False,
-                allow_small_host: bool = False, quantization: str | None = None) -> CostCurve:
+                allow_small_host: bool = False, quantization: str | None = None,
+                expert_parallel: bool | None = None) -> CostCurve:
     """The cheapest fleet across a range of loads (``plan --rps-range A:B``): :func:`fleet` at
     ``points`` loads from ``rps_from`` to ``rps_to`` (both included, log-spaced:
     :func:`advisor.core.load.curve_loads`), the cheapest and next fleet at each, the ``lines``
@@ -759,7 +764,7 @@ def fleet_curve(model: str, ctx: int, *, rps_from: float, rps_to: float,
                          max_ttft_ms=max_ttft_ms, batch=batch,
                          allow_small_host=allow_small_host, kv_cache_dtype=kv_cache_dtype,
                          vllm_version=vllm_version, catalog=cat, max_nodes=max_nodes,
-                         quantization=quantization)
+                         quantization=quantization, expert_parallel=expert_parallel)
         options, misses = plan_fleet(recs, rps, max_instances, utilisation, spare)
         if not options:
             raise explain_no_fleet(misses, rps, max_instances)

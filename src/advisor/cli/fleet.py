@@ -12,6 +12,7 @@ from advisor.cli.common import (
     AllowSmallHost,
     Batch,
     CatalogDirs,
+    ExpertParallel,
     GpuFilter,
     JsonFlag,
     MaxTpot,
@@ -58,6 +59,7 @@ def plan_cmd(
     batch: Batch = False,
     allow_small_host: AllowSmallHost = False,
     quantization: Quantization = None,
+    expert_parallel: ExpertParallel = None,
     max_instances: Annotated[int, typer.Option(help="The largest fleet to consider.", min=1)]
     = 64,
     utilisation: Utilisation = 1.0,
@@ -90,7 +92,8 @@ def plan_cmd(
                   max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
                   spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
                   max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host,
-                  utilisation=utilisation, spare=spare, quantization=quantization)
+                  utilisation=utilisation, spare=spare, quantization=quantization,
+                  expert_parallel=expert_parallel)
         return
     given = [f for f, v in (("--points", points), ("--plot", plot)) if v is not None]
     if given:
@@ -103,7 +106,8 @@ def plan_cmd(
                     max_ttft_ms=max_ttft_ms, providers=provider, regions=region, gpus=gpu,
                     spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
                     max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host,
-                    utilisation=utilisation, spare=spare, quantization=quantization)
+                    utilisation=utilisation, spare=spare, quantization=quantization,
+                    expert_parallel=expert_parallel)
     picks = options[:top]
     if json:
         out.emit_json([o.model_dump() for o in picks])
