@@ -226,3 +226,44 @@ def test_plan_takes_the_same_choice():
     with pytest.raises(UserInputError, match="has no experts"):
         advisor.fleet_curve("llama-3-8b", 8192, rps_from=1, rps_to=4, points=2,
                             expert_parallel=True)
+
+
+def test_nvfp4_experts_get_no_expert_parallelism_on_blackwell_in_the_pinned_vllm(tmp_path):
+    """vLLM 0.11.0 as advisor pins it (no FlashInfer extra) runs NVFP4 experts on compute
+    capability 10.0+ through cutlass_moe_fp4, which asserts "Expert Parallelism / expert_map
+    is currently not supported"; Marlin, below 10.0, takes an expert map. So an NVFP4 MoE asked
+    for with --expert-parallel is refused on B200 and laid out without it there, while a
+    Hopper GPU keeps it."""
+    from advisor.core.weights import expert_parallel_refusal
+
+    assert "cutlass_moe_fp4" in expert_parallel_refusal("nvfp4", "Blackwell", "0.11.0")
+    assert expert_parallel_refusal("compressed-tensors-fp4", "Blackwell Ultra", "0.11.0")
+    assert expert_parallel_refusal("nvfp4", "Hopper", "0.11.0") is None
+    assert expert_parallel_refusal("fp8", "Blackwell", "0.11.0") is None
+    assert expert_parallel_refusal("nvfp4", "Blackwell", "0.14.0") is None  # not read there
+    cfg = dict(CAT.model_configs["qwen3-30b-a3b"])
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(UserInputError, match="cutlass_moe_fp4") as e:
+        advisor.fit(str(path), "B200", tp=2, max_model_len=8192, expert_parallel=True)
+    assert "without --expert-parallel" in (e.value.hint or "")
+    hopper, _, _ = advisor.fit(str(path), "H100-SXM", tp=2, max_model_len=8192,
+                               expert_parallel=True)
+    assert hopper.expert_parallel
+    # a MoE of ~460B in NVFP4 (Qwen3-235B with twice the experts) needs more than one GPU:
+    # asked with --expert-parallel, eight H100s serve it with the flag; the B200 instance gets
+    # a layout without it (pipeline stages over its GPUs)
+    big = json.loads((ROOT / "catalogs" / "models" / "Qwen--Qwen3-235B-A22B-FP8.json")
+                     .read_text())
+    big["num_experts"] = 256
+    big["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    (tmp_path / "big.json").write_text(json.dumps(big))
+    recs = advisor.recommend(str(tmp_path / "big.json"), 8192, gpus=["B200", "H100-SXM"],
+                             top=100, expert_parallel=True)
+    b200 = [r for r in recs if r.gpu == "B200"]
+    assert b200 and not any(r.plan.expert_parallel or r.fit.expert_parallel for r in b200)
+    hopper = [r for r in recs if r.gpu == "H100-SXM" and r.plan.tp > 1]
+    assert hopper and all(r.plan.expert_parallel for r in hopper)
+    plain = advisor.recommend(str(tmp_path / "big.json"), 8192, gpus=["B200"], top=100)
+    assert plain and not any(r.plan.expert_parallel for r in plain)  # TP splits them there

@@ -403,3 +403,33 @@ def test_the_fp8_e5m2_rules_are_the_pinned_vllms_own(lock, tmp_path):
     for m, has in out["kv_method"].items():
         name = ours.get(m, m)
         assert (name in KV_E5M2_REFUSED_METHODS) == has, m
+
+
+EP_NVFP4 = r"""
+import importlib.util, inspect, json, re
+import vllm.platforms as platforms
+from vllm.platforms.cpu import CpuPlatform
+platforms._current_platform = CpuPlatform()
+import vllm.envs as envs
+from vllm.model_executor.layers.fused_moe.cutlass_moe import cutlass_moe_fp4
+from vllm.model_executor.layers.quantization.utils import flashinfer_fp4_moe
+print(json.dumps({
+    # the message's string literals joined as Python joins them
+    "asserts": "expert_map is currently not supported" in re.sub(
+        r'"\s+"', "", inspect.getsource(cutlass_moe_fp4)),
+    "flashinfer_needs_env": "VLLM_USE_FLASHINFER_MOE_FP4" in inspect.getsource(
+        flashinfer_fp4_moe.is_flashinfer_fp4_cutlass_moe_available),
+    "env_default": envs.VLLM_USE_FLASHINFER_MOE_FP4,
+    "flashinfer_installed": importlib.util.find_spec("flashinfer") is not None}))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_nvfp4_experts_have_no_expert_parallelism_on_blackwell_in_the_lock(lock, tmp_path):
+    """advisor.core.weights.expert_parallel_refusal, read off the installed vLLM: the CUTLASS
+    NVFP4 MoE kernel (compute capability 10.0+) refuses an expert map, and the FlashInfer path
+    that takes one needs an environment variable that is off by default and a package the lock
+    does not install."""
+    out = _run(_python(lock), EP_NVFP4, tmp_path=tmp_path)
+    assert out == {"asserts": True, "flashinfer_needs_env": True, "env_default": False,
+                   "flashinfer_installed": False}

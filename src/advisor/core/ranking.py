@@ -31,7 +31,7 @@ from advisor.core.model import ModelSpec
 from advisor.core.perf import H2D_BYTES_S, PerfEstimate, Workload, check_context, estimate
 from advisor.core.question import KvCacheDtype, Objective
 from advisor.core.sizing import FitRequest, MemoryFit, fit, with_confidence
-from advisor.core.weights import Weights
+from advisor.core.weights import Weights, expert_parallel_refusal
 from advisor.errors import UserInputError
 
 OLD_CPU_CODENAMES = {"cascade lake", "rome", "skylake"}
@@ -284,14 +284,27 @@ class _Ranker:
         per_gpu = bw * 1e9 / (plan.tp * plan.pp) if bw else None
         return min(pcie, per_gpu) if per_gpu else pcie
 
+    def ep_refused(self, inst: InstanceType) -> str | None:
+        """Why this instance's GPUs cannot run the model with expert parallelism (None: they
+        can): advisor.core.weights.expert_parallel_refusal."""
+        q = self.spec.quantization
+        return expert_parallel_refusal(q.method if q else None,
+                                       self.cat.gpus[inst.gpu.model].architecture,
+                                       self.engine.version)
+
     def best_for(self, inst: InstanceType, usd: float) -> tuple[Recommendation | None, Rejection]:
-        plans = layouts(self.spec, inst, self.cat, expert_parallel=self.req.expert_parallel)
+        no_ep = self.ep_refused(inst)
+        # layouts with expert parallelism where vLLM cannot run it on these GPUs are left out
+        plans = [p for p in layouts(self.spec, inst, self.cat,
+                                    expert_parallel=self.req.expert_parallel)
+                 if not (no_ep and p.expert_parallel)]
         fitting = [(p, self._fit(inst.gpu.model, p.tp, p.pp)) for p in plans]
         fitting_ok = [(p, f) for p, f in fitting if f.fits]
         if not fitting_ok:  # a model too big for one TP group: try pipeline stages
             staged = [(p, self._fit(inst.gpu.model, p.tp, p.pp))
                       for p in layouts(self.spec, inst, self.cat, with_pp=True,
-                                       expert_parallel=self.req.expert_parallel) if p.pp > 1]
+                                       expert_parallel=self.req.expert_parallel)
+                      if p.pp > 1 and not (no_ep and p.expert_parallel)]
             fitting_ok = [(p, f) for p, f in staged if f.fits]
             fitting += staged
         no_fabric = ""
@@ -350,7 +363,9 @@ class _Ranker:
     def multi_node(self, inst: InstanceType) -> tuple[tuple[Plan, MemoryFit] | None, str]:
         """The fewest identical instances (TP = the GPUs of one, PP = instances) that hold the
         model — only over an inter-node fabric the catalog records; else why not, in words."""
-        sizes = tp_sizes(self.spec, inst.gpu.count, self.req.expert_parallel)
+        no_ep = self.ep_refused(inst)
+        sizes = [t for t in tp_sizes(self.spec, inst.gpu.count, self.req.expert_parallel)
+                 if not (no_ep and self.spec.expert_parallel_for(t, self.req.expert_parallel))]
         if not sizes:
             return None, ""
         tp = max(sizes)

@@ -280,6 +280,17 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     # vLLM turns it on only over more than one GPU (FusedMoEParallelConfig: use_ep needs
     # tp x dp > 1); at TP 1 the flag changes nothing
     ep = ep and req.tp > 1
+    if ep:
+        from advisor.core.weights import expert_parallel_refusal
+
+        no = expert_parallel_refusal(spec.quantization.method if spec.quantization else None,
+                                     req.gpu_architecture, engine.version)
+        if no:
+            ok = [str(t) for t in (1, 2, 4, 8, 16) if spec.tp_problem(t) is None]
+            raise UserInputError(f"{spec.name}: {no}",
+                                 hint="a TP size TP alone can shard it over: " + ", ".join(ok)
+                                 + (", without --expert-parallel" if req.expert_parallel
+                                    else ""))
     why = spec.tp_problem(req.tp, expert_parallel=ep)
     if why:
         ok = [str(t) for t in (1, 2, 4, 8, 16) if spec.tp_problem(t) is None]

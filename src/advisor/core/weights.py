@@ -284,6 +284,35 @@ def kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, architecture: str
             "below it")
 
 
+#: vLLM 0.11.0 as advisor pins it runs NVFP4 experts (ModelOpt and compressed-tensors) on
+#: compute capability 10.0 and newer through cutlass_moe_fp4 — its FlashInfer path needs
+#: VLLM_USE_FLASHINFER_MOE_FP4 and the flashinfer extra, which the lock leaves out
+#: (flashinfer_fp4_moe.is_flashinfer_fp4_cutlass_moe_available; nvfp4_moe_support.py) — and
+#: cutlass_moe_fp4 asserts "Expert Parallelism / expert_map is currently not supported for
+#: ModelOptNvFp4FusedMoE's cutlass_moe_fp4" (fused_moe/cutlass_moe.py; the compressed-tensors
+#: method the same for CompressedTensorsW4A4MoeMethod). Below 10.0 they run on Marlin, which
+#: takes an expert map. Read in the installed 0.11.0; held for that minor only.
+EP_REFUSED_METHODS = ("nvfp4", "compressed-tensors-fp4")
+EP_REFUSED_FROM_CAPABILITY = 100
+EP_RULE_MINOR = "0.11"
+
+
+def expert_parallel_refusal(method: str | None, architecture: str | None,
+                            vllm_version: str) -> str | None:
+    """Why vLLM ``vllm_version`` will not run a checkpoint quantized by ``method`` with
+    --enable-expert-parallel on an NVIDIA GPU of ``architecture`` (None: it will, or advisor
+    has no rule), per :data:`EP_REFUSED_METHODS`."""
+    cc = ARCH_COMPUTE_CAPABILITY.get(architecture or "")
+    if ((method or "").lower() not in EP_REFUSED_METHODS or cc is None
+            or cc < EP_REFUSED_FROM_CAPABILITY
+            or not vllm_version.startswith(EP_RULE_MINOR + ".")):
+        return None
+    return (f"vLLM {vllm_version} runs {method} experts on {architecture} GPUs through "
+            "cutlass_moe_fp4, which has no expert parallelism (\"Expert Parallelism / "
+            "expert_map is currently not supported\"; its FlashInfer path is an extra "
+            "advisor's lock leaves out)")
+
+
 def method_refusal(method: str | None, architecture: str | None) -> str | None:
     """Why vLLM will not start a checkpoint quantized by ``method`` on an NVIDIA GPU of
     ``architecture`` (None: it will, or advisor has no rule for the pair), per
