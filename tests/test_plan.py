@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import advisor
 from advisor.core.layouts import layouts, place, tp_sizes
 from tests.conftest import PRIVATE_BOX
@@ -47,3 +49,24 @@ def test_host_bandwidth_share_when_cpu_and_sockets_are_known(make_catalog):
     p = place(box, cat, 1, 1)
     assert p.replicas == 2 and p.alignment == "aligned"
     assert [r.host_memory_bandwidth_gb_s for r in p.replica_layout] == [230.4, 230.4]
+
+
+def test_plan_sizes_the_kv_cache_and_offload_provision_would_deploy(cli):
+    """plan takes --kv-cache-dtype and --cpu-offload-gb as recommend and provision do, so the
+    fleet it prices is the one provision launches: an fp8 KV cache leaves out the GPUs vLLM
+    0.11.0 cannot store one on (A10G), and a bad value is one line, exit 2."""
+    import advisor
+
+    plain = advisor.fleet("llama-3-8b", 8192, rps=2)
+    fp8 = advisor.fleet("llama-3-8b", 8192, rps=2, kv_cache_dtype="fp8")
+    assert any(o.gpu == "A10G" for o in plain) and not any(o.gpu == "A10G" for o in fp8)
+    # 2 GiB of weights per GPU streamed over PCIe every step: most fleets miss the 50 ms TPOT
+    # target, the ones left still meet it
+    off = advisor.fleet("llama-3-8b", 8192, rps=2, cpu_offload_gb=2)
+    assert 0 < len(off) < len(plain) and all(o.tpot_ms <= 50 for o in off)
+    r = cli("plan", "--model", "llama-3-8b", "--ctx", "8192", "--rps", "2",
+            "--kv-cache-dtype", "bogus")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    r = cli("plan", "--model", "llama-3-8b", "--ctx", "8192", "--rps", "2", "--json",
+            "--kv-cache-dtype", "fp8")
+    assert r.exit_code == 0 and all(o["gpu"] != "A10G" for o in json.loads(r.stdout))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
+from advisor.choices import KvCacheDtype
 from advisor.cli import output as out
 from advisor.cli.common import (
+    KV_CHOICES,
     AllowSmallHost,
     Batch,
     CatalogDirs,
@@ -60,6 +62,10 @@ def plan_cmd(
     allow_small_host: AllowSmallHost = False,
     quantization: Quantization = None,
     expert_parallel: ExpertParallel = None,
+    kv_cache_dtype: Annotated[str, typer.Option(
+        help=f"vLLM's --kv-cache-dtype: {KV_CHOICES}.")] = "auto",
+    cpu_offload_gb: Annotated[float, typer.Option(
+        help="vLLM's --cpu-offload-gb: GiB of weights per GPU kept in host memory.")] = 0.0,
     max_instances: Annotated[int, typer.Option(help="The largest fleet to consider.", min=1)]
     = 64,
     utilisation: Utilisation = 1.0,
@@ -93,7 +99,8 @@ def plan_cmd(
                   spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
                   max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host,
                   utilisation=utilisation, spare=spare, quantization=quantization,
-                  expert_parallel=expert_parallel)
+                  expert_parallel=expert_parallel,
+                  kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype), cpu_offload_gb=cpu_offload_gb)
         return
     given = [f for f, v in (("--points", points), ("--plot", plot)) if v is not None]
     if given:
@@ -107,7 +114,9 @@ def plan_cmd(
                     spot=spot, vllm_version=vllm_version, catalog=catalog_from(catalog),
                     max_nodes=max_nodes, batch=batch, allow_small_host=allow_small_host,
                     utilisation=utilisation, spare=spare, quantization=quantization,
-                    expert_parallel=expert_parallel)
+                    expert_parallel=expert_parallel,
+                    kv_cache_dtype=cast(KvCacheDtype, kv_cache_dtype),
+                    cpu_offload_gb=cpu_offload_gb)
     picks = options[:top]
     if json:
         out.emit_json([o.model_dump() for o in picks])
