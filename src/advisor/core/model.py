@@ -195,19 +195,19 @@ class ModelSpec(BaseModel):
         recipes, Qwen3-Coder-480B-A35B on 8 x H200: --enable-expert-parallel
         --tensor-parallel-size 8); where TP alone works advisor keeps TP, since its step model
         times the two alike (item 24)."""
-        return (self.moe is not None and tp > 1 and self.tp_problem(tp) is not None
-                and self.tp_problem(tp, expert_parallel=True) is None)
+        return self.expert_parallel_for(tp, None) is True
 
     def expert_parallel_for(self, tp: int, asked: bool | None) -> bool | None:
         """Whether a layout of TP ``tp`` runs --enable-expert-parallel when the user ``asked``
-        for it (None: as :meth:`expert_parallel_at` says; True: wherever a MoE model can at TP
-        > 1; False: never), or None when vLLM cannot serve it at ``tp`` that way."""
-        if asked is None:
-            return False if self.tp_problem(tp) is None else (
-                True if self.expert_parallel_at(tp) else None)
-        if asked and self.moe is not None and tp > 1:
-            return True if self.tp_problem(tp, expert_parallel=True) is None else None
-        return False if self.tp_problem(tp) is None else None
+        for it (None: only where TP alone cannot shard the model and whole experts can; True:
+        wherever a MoE model can at TP > 1; False: never), or None when vLLM cannot serve it at
+        ``tp`` that way."""
+        by_tp = self.tp_problem(tp) is None
+        wants = (not by_tp) if asked is None else asked
+        if wants and self.moe is not None and tp > 1 and self.tp_problem(
+                tp, expert_parallel=True) is None:
+            return True
+        return False if by_tp else None
 
     def experts_per_gpu(self, tp: int) -> int:
         """Experts on the fullest GPU under expert parallelism over ``tp`` GPUs: vLLM's
