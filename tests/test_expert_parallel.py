@@ -253,7 +253,7 @@ def test_nvfp4_experts_get_no_expert_parallelism_on_blackwell_in_the_pinned_vllm
     assert hopper.expert_parallel
     # a MoE of ~460B in NVFP4 (Qwen3-235B with twice the experts) needs more than one GPU:
     # asked with --expert-parallel, eight H100s serve it with the flag; the B200 instance gets
-    # a layout without it (pipeline stages over its GPUs)
+    # the TP layout without it, and a risk line says why
     big = json.loads((ROOT / "catalogs" / "models" / "Qwen--Qwen3-235B-A22B-FP8.json")
                      .read_text())
     big["num_experts"] = 256
@@ -263,6 +263,9 @@ def test_nvfp4_experts_get_no_expert_parallelism_on_blackwell_in_the_pinned_vllm
                              top=100, expert_parallel=True)
     b200 = [r for r in recs if r.gpu == "B200"]
     assert b200 and not any(r.plan.expert_parallel or r.fit.expert_parallel for r in b200)
+    assert all(r.plan.tp > 1 and r.plan.pp == 1 for r in b200)  # TP, deployable as rendered
+    assert all(any("--expert-parallel not used here" in x and "cutlass_moe_fp4" in x
+                   for x in r.risks) for r in b200)
     hopper = [r for r in recs if r.gpu == "H100-SXM" and r.plan.tp > 1]
     assert hopper and all(r.plan.expert_parallel for r in hopper)
     plain = advisor.recommend(str(tmp_path / "big.json"), 8192, gpus=["B200"], top=100)

@@ -188,7 +188,7 @@ class _Ranker:
             gpu_memory_gib=g.cuda_memory_gib, gpu_name=g.name, tp=tp, pp=pp,
             max_model_len=self.req.ctx, kv_cache_dtype=self.req.kv_cache_dtype,
             cpu_offload_gib=self.req.cpu_offload_gib, gpu_architecture=g.architecture,
-            expert_parallel=bool(self.spec.expert_parallel_for(tp, self.req.expert_parallel))),
+            expert_parallel=bool(self.spec.expert_parallel_for(tp, self.ep_asked(gpu_id)))),
             self.engine), g.architecture,
             self.spec.model_type)
         load = self.req.load_weights_gib
@@ -284,27 +284,28 @@ class _Ranker:
         per_gpu = bw * 1e9 / (plan.tp * plan.pp) if bw else None
         return min(pcie, per_gpu) if per_gpu else pcie
 
-    def ep_refused(self, inst: InstanceType) -> str | None:
-        """Why this instance's GPUs cannot run the model with expert parallelism (None: they
-        can): advisor.core.weights.expert_parallel_refusal."""
+    def ep_refused(self, gpu_id: str) -> str | None:
+        """Why these GPUs cannot run the model with expert parallelism (None: they can):
+        advisor.core.weights.expert_parallel_refusal."""
         q = self.spec.quantization
         return expert_parallel_refusal(q.method if q else None,
-                                       self.cat.gpus[inst.gpu.model].architecture,
-                                       self.engine.version)
+                                       self.cat.gpus[gpu_id].architecture, self.engine.version)
+
+    def ep_asked(self, gpu_id: str) -> bool | None:
+        """The expert-parallel choice the layouts on these GPUs follow: the user's, or never
+        where vLLM cannot run it on them (ModelSpec.expert_parallel_for: the layouts TP alone
+        can shard, without the flag)."""
+        return False if self.ep_refused(gpu_id) else self.req.expert_parallel
 
     def best_for(self, inst: InstanceType, usd: float) -> tuple[Recommendation | None, Rejection]:
-        no_ep = self.ep_refused(inst)
-        # layouts with expert parallelism where vLLM cannot run it on these GPUs are left out
-        plans = [p for p in layouts(self.spec, inst, self.cat,
-                                    expert_parallel=self.req.expert_parallel)
-                 if not (no_ep and p.expert_parallel)]
+        asked = self.ep_asked(inst.gpu.model)
+        plans = layouts(self.spec, inst, self.cat, expert_parallel=asked)
         fitting = [(p, self._fit(inst.gpu.model, p.tp, p.pp)) for p in plans]
         fitting_ok = [(p, f) for p, f in fitting if f.fits]
         if not fitting_ok:  # a model too big for one TP group: try pipeline stages
             staged = [(p, self._fit(inst.gpu.model, p.tp, p.pp))
                       for p in layouts(self.spec, inst, self.cat, with_pp=True,
-                                       expert_parallel=self.req.expert_parallel)
-                      if p.pp > 1 and not (no_ep and p.expert_parallel)]
+                                       expert_parallel=asked) if p.pp > 1]
             fitting_ok = [(p, f) for p, f in staged if f.fits]
             fitting += staged
         no_fabric = ""
@@ -363,9 +364,7 @@ class _Ranker:
     def multi_node(self, inst: InstanceType) -> tuple[tuple[Plan, MemoryFit] | None, str]:
         """The fewest identical instances (TP = the GPUs of one, PP = instances) that hold the
         model — only over an inter-node fabric the catalog records; else why not, in words."""
-        no_ep = self.ep_refused(inst)
-        sizes = [t for t in tp_sizes(self.spec, inst.gpu.count, self.req.expert_parallel)
-                 if not (no_ep and self.spec.expert_parallel_for(t, self.req.expert_parallel))]
+        sizes = tp_sizes(self.spec, inst.gpu.count, self.ep_asked(inst.gpu.model))
         if not sizes:
             return None, ""
         tp = max(sizes)
@@ -497,6 +496,8 @@ class _Ranker:
                            f"{self.spec.experts_per_gpu(plan.tp)} of the "
                            f"{self.spec.moe.num_experts} experts whole on each GPU, "
                            + (f"since {why}" if why else "as asked (--expert-parallel)"))
+        elif self.req.expert_parallel and plan.tp > 1 and (no := self.ep_refused(inst.gpu.model)):
+            risks.append(f"--expert-parallel not used here: {no}")
         reasons.append(f"{hv.physical_cores} physical cores for {inst.gpu.count} GPU(s) "
                        f"(vLLM's floor: {hv.cpu_floor_cores})" if hv.meets_cpu_floor else "")
         if not hv.meets_cpu_floor:
