@@ -224,6 +224,14 @@ def test_which_instance_states_count_as_alive(state, counts):
     assert alive([inst]) == ([inst] if counts else [])
 
 
+def refusing(asked: list[str]) -> Any:
+    """A confirm callback that keeps each question in ``asked`` and answers no."""
+    def no(summary: str) -> bool:
+        asked.append(summary)
+        return False
+    return no
+
+
 def test_down_asks_first_and_does_nothing_when_refused(tmp_path):
     from advisor.errors import UserInputError
 
@@ -231,10 +239,7 @@ def test_down_asks_first_and_does_nothing_when_refused(tmp_path):
     running(st)
     cloud = Cloud({"us-east-1": [row("i-1")]})
     asked: list[str] = []
-
-    def no(summary: str) -> bool:
-        asked.append(summary)
-        return False
+    no = refusing(asked)
 
     with pytest.raises(UserInputError, match="nothing removed: not confirmed"):
         down(NAME, store=st, backends={"aws": cloud}, confirm=no)
@@ -255,10 +260,7 @@ def test_down_of_an_unknown_name_says_so_and_names_the_close_ones_before_the_swe
     st.begin("qwen-staging", "gcp", "qwen3-8b", 8192)
     cloud = Cloud({"us-east-1": [row("i-1")]})
     asked: list[str] = []
-
-    def no(summary: str) -> bool:
-        asked.append(summary)
-        return False
+    no = refusing(asked)
 
     with pytest.raises(UserInputError, match="not confirmed"):
         down("llama-prdo", store=st, backends={"aws": cloud}, confirm=no, provider="aws")
