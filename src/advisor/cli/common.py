@@ -190,3 +190,12 @@ def sizing_note(utilisation: float, spare: int) -> str:
     head = (f"sized to load each replica to at most {utilisation:.0%} of what it carries within "
             "the targets" if utilisation < 1 else "sized with no headroom (--utilisation 1)")
     return head + (f", plus {spare} spare replica(s)" if spare else "")
+
+
+def layout_label(plan: Any) -> str:
+    """A plan as recommend's and plan's tables show it: replicas x TP (EP, PP), or Nn for a
+    replica over N instances."""
+    ep = " EP" if plan.expert_parallel else ""
+    if plan.nodes > 1:
+        return f"{plan.nodes}n TP{plan.tp}{ep} PP{plan.pp}"
+    return f"{plan.replicas}x TP{plan.tp}{ep}" + (f" PP{plan.pp}" if plan.pp > 1 else "")

@@ -25,6 +25,7 @@ from advisor.cli.common import (
     Spare,
     Utilisation,
     catalog_from,
+    layout_label,
     sizing_note,
 )
 from advisor.core.defaults import DEFAULT_VLLM_VERSION
@@ -130,7 +131,8 @@ def plan_cmd(
             out.Col("NUMA", drop=8)]
     out.table(cols,
               ([f"{p.provider}:{p.instance}", out.fmt(p.region),
-                _layout(p) + (f" {p.weights.short}" if p.weights and quantization else ""),
+                layout_label(p.plan)
+                + (f" {p.weights.short}" if p.weights and quantization else ""),
                 out.num(p.rps_per_replica, 2), str(p.instances), out.num(p.usd_per_month),
                 f"{p.headroom:+.0%}", out.ms(p.tpot_ms), out.ms(p.ttft_ms),
                 {"spans-nodes": "spans", "unknown": "?"}.get(p.numa, p.numa)] for p in picks),
@@ -196,11 +198,3 @@ def curve_cmd(model: str, ctx: int, rps_range: str, points: int | None, plot: Pa
                  f"{x.versus}")
     if plot is not None:
         out.line(f"Chart: {plot}")
-
-
-def _layout(p: object) -> str:
-    plan = p.plan  # type: ignore[attr-defined]
-    ep = " EP" if plan.expert_parallel else ""
-    if plan.nodes > 1:
-        return f"{plan.nodes}n TP{plan.tp}{ep} PP{plan.pp}"
-    return f"{plan.replicas}x TP{plan.tp}{ep}" + (f" PP{plan.pp}" if plan.pp > 1 else "")

@@ -27,6 +27,7 @@ from advisor.cli.common import (
     SysfsRoot,
     Utilisation,
     catalog_from,
+    layout_label,
     local_gpus,
     one_gpu,
     sizing_note,
@@ -129,12 +130,6 @@ def _columns(names: tuple[str, ...], hide: dict[str, int]) -> list[out.Col]:
     return [out.Col(c, num=c in _NUMERIC, drop=hide.get(c, 0)) for c in names]
 
 
-def _layout(p: Any) -> str:
-    ep = " EP" if p.expert_parallel else ""
-    return (f"{p.nodes}n TP{p.tp}{ep} PP{p.pp}" if p.nodes > 1 else
-            f"{p.replicas}x TP{p.tp}{ep}" + (f" PP{p.pp}" if p.pp > 1 else ""))
-
-
 def _part(c: Any) -> str:
     if c is None:
         return "?"
@@ -160,8 +155,8 @@ def _wlayout(r: Any, mixed: bool = False) -> str:
     every row of a table that mixes both)."""
     w = r.weights
     if w is None or (w.scheme == "as published" and not mixed):
-        return _layout(r.plan)
-    return f"{_layout(r.plan)} {w.short}"
+        return layout_label(r.plan)
+    return f"{layout_label(r.plan)} {w.short}"
 
 
 def _row(r: Any, mixed: bool = False) -> list[str]:
@@ -330,7 +325,7 @@ def recommend_cmd(
         if own is not None and own.weights is not None:
             out.line(f"  = with the weights {own.weights.label} the first pick is "
                      f"{own.provider}:{own.instance} at ${own.usd_per_hour * own.plan.nodes:,.2f}"
-                     f"/h ({_layout(own.plan)}, ${own.usd_per_million_output_tokens:,.2f}/1M)")
+                     f"/h ({layout_label(own.plan)}, ${own.usd_per_million_output_tokens:,.2f}/1M)")
     for risk in best.risks:
         out.line(f"  ! {risk}")
     for what, c in (("memory", best.fit.confidence), ("latency", best.perf.confidence)):
