@@ -433,3 +433,36 @@ def test_nvfp4_experts_have_no_expert_parallelism_on_blackwell_in_the_lock(lock,
     out = _run(_python(lock), EP_NVFP4, tmp_path=tmp_path)
     assert out == {"asserts": True, "flashinfer_needs_env": True, "env_default": False,
                    "flashinfer_installed": False}
+
+
+ARCH_ERRORS = r"""
+import json
+from vllm.model_executor.models.registry import ModelRegistry
+out = {}
+for arch in ("MiniMaxM2ForCausalLM", "Phi3SmallForCausalLM"):
+    try:
+        ModelRegistry._raise_for_unsupported([arch])
+    except ValueError as exc:
+        out[arch] = str(exc)[:120]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_architecture_list_is_the_pinned_vllms_own(lock, tmp_path):
+    """locks/vllm-0.11.0-architectures.json (advisor.core.archs) is what tools/
+    vllm_architectures.py reads off the installed vLLM and transformers now, and the errors
+    advisor quotes for a model outside it are the installed registry's."""
+    python = _python(lock)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+           "CUDA_VISIBLE_DEVICES": "", "HF_HOME": str(tmp_path / "hf")}
+    r = subprocess.run([str(python), str(ROOT / "tools" / "vllm_architectures.py"), "--print"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    shipped = (ROOT / "locks" / f"vllm-{VLLM}-architectures.json").read_text()
+    assert json.loads(r.stdout) == json.loads(shipped)
+    out = _run(python, ARCH_ERRORS, tmp_path=tmp_path)
+    assert out["MiniMaxM2ForCausalLM"].startswith(
+        "Model architectures ['MiniMaxM2ForCausalLM'] are not supported for now")
+    assert "was supported in vLLM until v0.9.2" in out["Phi3SmallForCausalLM"]

@@ -65,3 +65,17 @@ def test_wheel_holds_the_accuracy_summary(wheel, tmp_path):
                        timeout=120)
     assert r.stdout.splitlines() == [
         "['expert_parallel', 'memory', 'schema_version', 'tpot', 'ttft']", "extrap."]
+
+
+def test_wheel_holds_the_pinned_releases_architecture_list(wheel, tmp_path):
+    """advisor.core.archs reads locks/vllm-<v>-architectures.json from the installed package:
+    without it every model would be 'unknown' and render would deploy what vLLM cannot load."""
+    zipfile.ZipFile(wheel).extractall(tmp_path)
+    assert (tmp_path / "advisor" / "_data" / "locks" / "vllm-0.11.0-architectures.json").is_file()
+    code = ("from advisor.core.archs import support; "
+            "print(support(('MiniMaxM2ForCausalLM',), '0.11.0')[0]); "
+            "print(support(('LlamaForCausalLM',), '0.11.0')[0])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                       timeout=120)
+    assert r.stdout.splitlines() == ["refused", "native"]

@@ -836,6 +836,20 @@ def require_token(cat: Catalog, model: str, hf_token_ref: str | None,
                          f"and pass --hf-token-ref ({token_ref_forms()})")
 
 
+def require_loadable(cat: Catalog, model: str, vllm_version: str) -> None:
+    """Refuse, before anything is rendered or launched, a model whose architecture the vLLM
+    release being deployed cannot load (:mod:`advisor.core.archs`): its server would stop at
+    start-up on every replica, however the instance is sized."""
+    from advisor.core.archs import support
+
+    kind, why = support(model_spec(model, catalog=cat).architectures, vllm_version)
+    if kind == "refused":
+        raise UserInputError(f"{why}; the server would stop at start-up",
+                             hint=f"advisor deploys vLLM {vllm_version} (its lock): serve this "
+                             "model with a release that has it yourself ('advisor fit' and "
+                             "'recommend' still size it), or pick another model")
+
+
 def _plan_for(model: str, ctx: int, cat: Catalog, instance: str | None, tp: int | None,
               vllm_version: str, gpu_memory_utilization: float,
               question: dict[str, Any] | None = None
@@ -963,6 +977,7 @@ def render_files(model: str, ctx: int, *, instance: str | None = None, tp: int |
         repo = model
         model_spec(model, catalog=cat)  # a repo id must at least be sizeable (cached config)
     require_token(cat, model, hf_token_ref, local)
+    require_loadable(cat, model, vllm_version)
     question: dict[str, Any] = {"max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
                                 "batch": batch, "allow_small_host": allow_small_host,
                                 "quantization": quantization, "kv_cache_dtype": kv_cache_dtype,

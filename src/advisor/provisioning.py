@@ -400,12 +400,13 @@ def provision(model: str, ctx: int, *, provider: str | None = None,
                 raise UserInputError(f"{cloud} has no provider option {key!r}",
                                      hint="options: " + ", ".join(sorted(known)))
             known[key].check(value)
-    from advisor.api import require_token
+    from advisor.api import require_loadable, require_token
     from advisor.core import deploy
 
     if instance is not None:  # an AMD type is refused first: no token or flag would help it
         deploy.require(cat.instance(instance), cat)
     require_token(cat, model, hf_token_ref)
+    require_loadable(cat, model, vllm_version)
     picks = candidates(model, ctx, catalog=cat, provider=provider, instance=instance,
                        regions=regions, spot=spot, max_types=max_types,
                        vllm_version=vllm_version, question=question)

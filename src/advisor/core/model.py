@@ -23,6 +23,10 @@ DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}
 #: vLLM pads embedding / lm_head rows to a multiple of this (vocab_parallel_embedding.py,
 #: DEFAULT_VOCAB_PADDING_SIZE = 64)
 VOCAB_PADDING = 64
+#: a config.json names one architecture, a few at most; longer lists and names are cut here
+#: (the names only select vLLM's implementation: advisor.core.archs)
+MAX_ARCHITECTURES = 8
+MAX_ARCH_NAME = 120
 
 LayerKind = Literal["full", "sliding"]
 
@@ -126,6 +130,9 @@ class ModelSpec(BaseModel):
     #: the vision encoder of a multimodal checkpoint (None: text only); not in param_counts,
     #: which count the language model that decodes
     vision: VisionTower | None = None
+    #: config.json's ``architectures`` (the classes vLLM looks up in its model registry:
+    #: :mod:`advisor.core.archs`); at most :data:`MAX_ARCHITECTURES` names kept
+    architectures: tuple[str, ...] = ()
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -594,6 +601,14 @@ def hybrid_layers(cfg: dict[str, Any]) -> str | None:
     return None
 
 
+def _architectures(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return ()
+    return tuple(str(a)[:MAX_ARCH_NAME] for a in value[:MAX_ARCHITECTURES] if isinstance(a, str))
+
+
 def spec_from_config(cfg: dict[str, Any], name: str = "model",
                      quantization: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed ``config.json`` (raises ModelConfigError)."""
@@ -703,4 +718,6 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         attention_sinks=model_type == "gpt_oss",
         local_rope=cfg.get("rope_local_base_freq") is not None and "sliding" in kinds,
         vision=vision_tower(vcfg, hidden, name) if vcfg is not None else None,
+        # the top level's: vLLM resolves the checkpoint's class, not its text model's
+        architectures=_architectures(top.get("architectures")),
     )

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog.catalog import Catalog
 from advisor.catalog.schema import InstanceType, Price
+from advisor.core import archs
 from advisor.core import host as hostmod
 from advisor.core.confidence import Confidence, combine
 from advisor.core.deploy import deployable
@@ -181,6 +182,11 @@ class _Ranker:
         #: (id of the fit's, id of the perf's confidence) -> their combination, shared by every
         #: recommendation on the same GPU family (they are frozen)
         self._confidence: dict[tuple[int, int], Confidence] = {}
+        #: a model the release cannot load (or loads through its Transformers backend) is said
+        #: on every offer: the same for all, so it changes no order
+        kind, why = archs.support(spec.architectures, engine.version)
+        self.arch_risk = (f"not deployable by advisor: {why}"
+                          if kind == "refused" else why)
 
     def _fit_uncached(self, gpu_id: str, tp: int, pp: int) -> MemoryFit:
         g = self.cat.gpus[gpu_id]
@@ -532,6 +538,8 @@ class _Ranker:
         if not ok:
             # listed for its figures, ranked after every deployable offer (see rank())
             risks.insert(0, f"not deployable by advisor: {why}")
+        if self.arch_risk:
+            risks.insert(0, self.arch_risk)
         return Recommendation(
             provider=inst.provider, instance=inst.name, region=row.region,
             usd_per_hour=usd, price_kind=price_kind,

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.core import archs
 from advisor.core.confidence import Confidence, memory_confidence
 from advisor.core.engine import GIB, EngineProfile
 from advisor.core.model import DTYPE_BYTES, ModelSpec
@@ -351,6 +352,10 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
                      f"{req.gpu_architecture} GPUs (no bfloat16 below compute capability 8.0"
                      + (f"; float16 refused for {spec.model_type})" if dtype == "float32"
                         else ")"))
+    kind, why = archs.support(spec.architectures, engine.version)
+    if why:
+        notes.append(f"{why}: advisor's render and provision refuse it" if kind == "refused"
+                     else why)
     if kv_from_checkpoint:
         notes.append(f"KV cache in fp8: the checkpoint's kv_cache_quant_algo, which vLLM "
                      f"{engine.version} uses for --kv-cache-dtype auto")

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from advisor.core.archs import locks_dir
 from advisor.errors import UserInputError
 from advisor.inputs import read_text
 
@@ -33,14 +33,6 @@ _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;]+)"
 #: the pip package that carries the CUDA runtime torch was built against (nvidia-cuda-runtime-cu12
 #: 12.8.90 -> CUDA 12.8); PyTorch's wheels on PyPI depend on it (torch's METADATA Requires-Dist)
 _CUDA_RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu(?P<major>\d+)\Z")
-
-
-def locks_dir() -> Path:
-    """The locks shipped in the wheel (advisor/_data/locks), else the repository's locks/."""
-    packaged = Path(__file__).resolve().parents[1] / "_data" / "locks"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[3] / "locks"
 
 
 def _lock_name(vllm_version: str, python: str, ray: bool) -> str:

@@ -1,0 +1,78 @@
+"""Whether the vLLM release advisor deploys can load a model's architecture.
+
+vLLM resolves ``config.json``'s ``architectures`` against its model registry at start-up
+(vllm/model_executor/models/registry.py, ``_ModelRegistry.inspect_model_cls``): a native
+implementation first; with ``--model-impl auto`` (the default) a class the installed
+transformers defines itself and marks backend-compatible runs through vLLM's Transformers
+backend; anything else stops the server with "Model architectures [...] are not supported for
+now" (custom code in a config's ``auto_map`` needs --trust-remote-code, which advisor never
+passes). Which names each set holds is read off the installed release by
+``tools/vllm_architectures.py`` into ``locks/vllm-<version>-architectures.json`` (a lock test
+checks the file against the installed vLLM): for vLLM 0.11.0, 213 native names and 260
+through the Transformers backend. MiniMax-M2.5 (MiniMaxM2ForCausalLM) and Kimi-K2.5
+(KimiK25ForConditionalGeneration) are in neither, so a server of the pinned release dies on
+them however the instance is sized. Pure: reads one file shipped with advisor, no vLLM import.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from advisor.inputs import read_text
+
+#: the shipped file is ~13 KB
+ARCHITECTURES_LIMIT = 256 * 1024
+
+Support = Literal["native", "transformers", "refused", "unknown"]
+
+
+def locks_dir() -> Path:
+    """The locks shipped in the wheel (advisor/_data/locks), else the repository's locks/
+    (advisor.render.envlock reads its locks from here too)."""
+    packaged = Path(__file__).resolve().parents[1] / "_data" / "locks"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[3] / "locks"
+
+
+@functools.lru_cache(maxsize=8)
+def table(vllm_version: str) -> dict[str, Any] | None:
+    """The architecture sets of vLLM ``vllm_version`` (None: advisor has no file for it)."""
+    if not all(p.isdigit() for p in vllm_version.split(".")) or vllm_version.count(".") != 2:
+        return None
+    path = locks_dir() / f"vllm-{vllm_version}-architectures.json"
+    if not path.is_file():
+        return None
+    data = json.loads(read_text(path, limit=ARCHITECTURES_LIMIT, what="architecture list"))
+    return data if isinstance(data, dict) else None
+
+
+def support(architectures: Sequence[str], vllm_version: str) -> tuple[Support, str | None]:
+    """How vLLM ``vllm_version`` loads a model whose config names ``architectures``: "native";
+    "transformers" (its Transformers backend, with a note why that matters); "refused" (with
+    why); "unknown" (no architectures given, or no file for that release)."""
+    data = table(vllm_version)
+    if data is None or not architectures:
+        return "unknown", None
+    native = set(data.get("native") or ())
+    if any(a in native for a in architectures):
+        return "native", None
+    names = ", ".join(architectures)
+    # vLLM tries the Transformers backend for the first architecture only
+    if architectures[0] in set(data.get("transformers_backend") or ()):
+        return "transformers", (
+            f"vLLM {vllm_version} has no implementation of {names}: it runs it through its "
+            f"Transformers backend (transformers {data.get('transformers', '?')}), slower than "
+            "the native kernels these figures assume")
+    gone = data.get("previously_supported") or {}
+    last = next((gone[a] for a in architectures if a in gone), None)
+    if last is not None:
+        return "refused", (f"vLLM {vllm_version} no longer loads {names} (\"supported in "
+                           f"vLLM until v{last}\")")
+    return "refused", (f"vLLM {vllm_version} cannot load {names}: not in its model registry, "
+                       "nor a transformers class its Transformers backend runs (\"Model "
+                       "architectures [...] are not supported for now\")")

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Write which model architectures the pinned vLLM can load (locks/vllm-<v>-architectures.json).
+
+Why: render and provision deploy the vLLM release of a lock. A model whose config.json names an
+architecture that release does not know (MiniMax-M2.5's MiniMaxM2ForCausalLM, Kimi-K2.5's
+KimiK25ForConditionalGeneration in vLLM 0.11.0) is refused at start-up ("Model architectures
+[...] are not supported for now": vllm/model_executor/models/registry.py,
+_ModelRegistry._raise_for_unsupported), so every replica would crash-loop. advisor reads this
+file instead of importing vLLM.
+
+How: run it with the Python of a venv the lock was installed into (tools/prove_lock.sh builds
+one); it imports the installed vLLM's registry and the installed transformers, on the CPU, with
+no network. Three sets:
+- ``native``: vLLM's own implementations (registry._VLLM_MODELS, the keys ModelRegistry
+  resolves first);
+- ``transformers_backend``: classes the installed transformers defines itself whose
+  ``is_backend_compatible()`` is true — vLLM 0.11.0 falls back to its Transformers backend for
+  them (_ModelRegistry._try_resolve_transformers with model_impl "auto"; slower than native);
+- ``previously_supported``: architectures the release names as removed, with the last release
+  that had them (registry._PREVIOUSLY_SUPPORTED_MODELS).
+Custom code (a config's ``auto_map``) needs --trust-remote-code, which advisor never passes.
+
+Usage:
+    /var/tmp/advisor-lock/venv-<key>/bin/python tools/vllm_architectures.py --write
+    /var/tmp/advisor-lock/venv-<key>/bin/python tools/vllm_architectures.py --check
+(tests/test_lock_install.py runs --print in both lock venvs and compares.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def collect() -> dict[str, object]:
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    import transformers
+    import vllm
+    from transformers.models.auto import modeling_auto
+    from vllm.model_executor.models import registry
+
+    native = sorted(registry._VLLM_MODELS)
+    names: set[str] = set()
+    for attr in dir(modeling_auto):
+        table = getattr(modeling_auto, attr)
+        named = attr.startswith("MODEL_") and attr.endswith("_MAPPING_NAMES")
+        if named and isinstance(table, dict):
+            for value in table.values():
+                names.update([value] if isinstance(value, str) else value)
+    backend = []
+    for name in sorted(names - set(native)):
+        try:
+            cls = getattr(transformers, name, None)
+        except Exception:  # noqa: BLE001 - a class whose module needs an optional extra
+            cls = None
+        check = getattr(cls, "is_backend_compatible", None)
+        if check is not None and check():
+            backend.append(name)
+    return {
+        "vllm": vllm.__version__,
+        "transformers": transformers.__version__,
+        "source": ("vllm/model_executor/models/registry.py (_VLLM_MODELS, "
+                   "_PREVIOUSLY_SUPPORTED_MODELS, _try_resolve_transformers) and "
+                   "transformers' modeling_auto *_MAPPING_NAMES, as installed from the lock"),
+        "generated_by": "python tools/vllm_architectures.py --write (in a lock venv)",
+        "native": native,
+        "transformers_backend": backend,
+        "previously_supported": dict(sorted(registry._PREVIOUSLY_SUPPORTED_MODELS.items())),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="write the file")
+    mode.add_argument("--check", action="store_true", help="exit 1 when the file differs")
+    mode.add_argument("--print", action="store_true", help="print the JSON, write nothing")
+    args = ap.parse_args()
+    with contextlib.redirect_stdout(sys.stderr):  # transformers prints while importing
+        data = collect()
+    text = json.dumps(data, indent=1) + "\n"
+    path = REPO / "locks" / f"vllm-{data['vllm']}-architectures.json"
+    if args.print:
+        sys.stdout.write(text)
+        return 0
+    if args.check:
+        same = path.is_file() and path.read_text() == text
+        print(f"{path.name}: {'up to date' if same else 'STALE: rerun with --write'}")
+        return 0 if same else 1
+    path.write_text(text)
+    print(f"wrote {path} ({len(data['native'])} native, "  # type: ignore[arg-type]
+          f"{len(data['transformers_backend'])} through the Transformers backend)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
