@@ -98,8 +98,10 @@ def test_cli_fit_and_perf_take_the_flag(cli):
 def test_the_ranking_lays_out_tp8_with_expert_parallel_on_eight_h200s():
     """Before, every 8-GPU instance got at most TP 4 for this model (2 replicas of TP 4, or
     none where TP 4 does not fit); now TP 8 is laid out too, with the flag, and the reason
-    says why."""
-    recs = advisor.recommend("qwen3-235b-a22b-fp8", 8192, gpus=["H200"], top=50)
+    says why. At the default targets two TP 4 replicas serve it (block-fp8 experts at their
+    measured speed); a 10 ms TPOT target needs TP 8."""
+    recs = advisor.recommend("qwen3-235b-a22b-fp8", 8192, gpus=["H200"], top=50,
+                             max_tpot_ms=10)
     eight = [r for r in recs if r.plan.tp == 8]
     assert eight and all(r.plan.expert_parallel for r in eight)
     assert all(not r.plan.expert_parallel for r in recs if r.plan.tp < 8)
@@ -113,7 +115,7 @@ def test_every_renderer_passes_the_flag(tmp_path):
     user-data carry --enable-expert-parallel for the TP 8 layout; the TP 4 layout and a dense
     model carry nothing; the launcher refuses any value but 0 and 1."""
     from advisor.core.layouts import place
-    from advisor.provisioning import provision
+    from advisor.provisioning import Question, provision
     from tests.test_weights import _launcher_dry_run
 
     r = advisor.render_files("qwen3-235b-a22b-fp8", 8192, instance="aws:p5en.48xlarge", tp=8)
@@ -127,9 +129,10 @@ def test_every_renderer_passes_the_flag(tmp_path):
     k8s = advisor.render_files("qwen3-235b-a22b-fp8", 8192, instance="aws:p5en.48xlarge",
                                tp=8, target="k8s")
     assert any("--enable-expert-parallel" in t for t in k8s.files.values())
-    # provision lays the instance out as the ranking does: one TP 8 replica there
+    # provision lays the instance out as the ranking does: one TP 8 replica there for a
+    # 10 ms TPOT target
     res = provision("qwen3-235b-a22b-fp8", 8192, instance="aws:p5en.48xlarge", name="ep",
-                    dry_run=True)
+                    dry_run=True, question=Question(max_tpot_ms=10))
     assert "ADVISOR_EXPERT_PARALLEL=1" in res.user_data
     inst = CAT.instance("aws:p5en.48xlarge")
     req = RenderRequest(model="Qwen/Qwen3-235B-A22B-FP8", max_model_len=8192,
@@ -217,11 +220,12 @@ def test_expert_parallel_can_be_asked_for_or_refused_where_tp_would_do():
 
 def test_plan_takes_the_same_choice():
     """plan (fleets, and the cost curve) lays out what provision would: by default TP 8 with
-    expert parallelism on eight H200s; with --no-expert-parallel only TP 4 there."""
-    default = advisor.fleet("qwen3-235b-a22b-fp8", 8192, rps=2, gpus=["H200"])
+    expert parallelism on eight H200s for a 12 ms TPOT target; with --no-expert-parallel
+    only TP 4 there."""
+    default = advisor.fleet("qwen3-235b-a22b-fp8", 8192, rps=2, gpus=["H200"], max_tpot_ms=12)
     assert any(o.plan.tp == 8 and o.plan.expert_parallel for o in default)
     never = advisor.fleet("qwen3-235b-a22b-fp8", 8192, rps=2, gpus=["H200"],
-                          expert_parallel=False)
+                          expert_parallel=False, max_tpot_ms=12)
     assert never and all(o.plan.tp <= 4 and not o.plan.expert_parallel for o in never)
     with pytest.raises(UserInputError, match="has no experts"):
         advisor.fleet_curve("llama-3-8b", 8192, rps_from=1, rps_to=4, points=2,

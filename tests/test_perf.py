@@ -185,6 +185,36 @@ def test_compressed_tensors_float_schemes_run_the_fp8_and_nvfp4_kernels():
     assert stepmodel.dtypes(spec["w4"], b200).linear == "bfloat16"  # int W4A16: weight-only
 
 
+def test_block_fp8_checkpoints_run_what_the_benchmark_measured_them_on():
+    """A config's "quant_method": "fp8" with a weight_block_size is block fp8, as the
+    benchmark's rows of the same checkpoints are (run.py QUANT "fp8_block"). It had taken the
+    per-tensor fp8 MoE curve, whose Hopper tables time FlashInfer's CUTLASS ModelOpt kernel at
+    0.10-0.17 of HBM bandwidth: DeepSeek-R1 on 8 x H200 came out at 152 ms TPOT at 64
+    sequences, and the benchmark never saw it (its rows carry the override)."""
+    h200, b200 = (stepmodel.kernels(CAT.gpus[g]) for g in ("H200", "B200"))
+    bench = advisor.core.model.Quantization(method="fp8_block", bytes_per_weight=1.0)
+    for alias in ("deepseek-r1", "qwen3-235b-a22b-fp8"):
+        spec = advisor.model_spec(alias)
+        assert spec.quantization.method == "fp8" and spec.quantization.block_n == 128
+        as_run = spec.model_copy(update={"quantization": bench})
+        for k in (h200, b200):
+            got, want = stepmodel.dtypes(spec, k), stepmodel.dtypes(as_run, k)
+            assert (got.linear, got.experts, got.moe) == (want.linear, want.experts, want.moe)
+            assert got.moe == "fp8_block"
+    # the measured kernel at DeepSeek-R1's TP 8 shape (aiconfigurator h200_sxm moe 0.19.0,
+    # fp8_block, 7168 x 2048, 256 experts, top 8, balanced): 64 tokens in 0.33-0.40 ms
+    spec = advisor.model_spec("deepseek-r1")
+    s = stepmodel.shape(spec, 8, 1, 2.0)
+    touched = s.experts * (1 - (1 - s.topk / s.experts) ** 64)
+    t = stepmodel.fused_moe_s(h200, stepmodel.dtypes(spec, h200), s.experts, s.topk,
+                              s.expert_inter, s.hidden, 64, touched)
+    assert 0.25e-3 < t < 0.55e-3
+    # per-tensor fp8 (no block) keeps the fp8 curves
+    per_tensor = advisor.core.model.Quantization(method="fp8", bytes_per_weight=1.0)
+    assert stepmodel.dtypes(spec.model_copy(update={"quantization": per_tensor}),
+                            h200).moe == "fp8"
+
+
 def _fit_at(alias, gpu, tp, version, quantization=None):
     spec = advisor.spec_from_config(CAT.model_configs[alias], alias, quantization=quantization)
     g = CAT.gpus[gpu]

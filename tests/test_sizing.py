@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import advisor
 from advisor import UserInputError, load_catalog
 from advisor.core.engine import GIB, profile
 from advisor.core.model import spec_from_config
@@ -343,3 +344,20 @@ def test_tp_must_leave_whole_quantization_groups_per_gpu():
         assert "192 of the expert intermediate size 1536" in s.tp_problem(8)
         assert [t for t in (2, 4, 8) if s.expert_parallel_at(t)] == [8]
         assert tp_sizes(s, 8) == [1, 2, 4, 8]
+
+
+def test_the_large_moe_aliases_fit_where_they_are_served():
+    """gpt-oss-120b: OpenAI's model card says it runs on one 80 GB GPU, and InferenceX ran it
+    at TP 1 on B200 (benchmarks/perf/silicon_rows.json); it does not fit one 48 GB L40S.
+    DeepSeek-R1/V3 (671B, block fp8): one 8 x H200 node at TP 8 (vLLM's own recipe), not
+    8 x H100 (HabanaAI/vllm-fork #809 logs 79.41 GiB of weights per device at TP 8; ours is the
+    CUDA layout, so only a loose check); the MLA cache keeps one latent per token and layer:
+    (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 bytes x 61 layers."""
+    assert advisor.fit("gpt-oss-120b", "H100-SXM", tp=1, max_model_len=8192)[0].fits
+    assert advisor.fit("gpt-oss-120b", "B200", tp=1, max_model_len=2048)[0].fits
+    assert not advisor.fit("gpt-oss-120b", "L40S", tp=1, max_model_len=8192)[0].fits
+    for alias in ("deepseek-r1", "deepseek-v3"):
+        h200, _, _ = advisor.fit(alias, "H200", tp=8, max_model_len=32768)
+        assert h200.fits and h200.kv_bytes_per_token == (512 + 64) * 2 * 61
+        assert abs(h200.weights_gib / 79.41 - 1) < 0.02
+        assert not advisor.fit(alias, "H100-SXM", tp=8, max_model_len=8192)[0].fits

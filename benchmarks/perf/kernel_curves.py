@@ -656,8 +656,16 @@ MOE_TOKENS_PER_EXPERT_BINS = [2.0**i for i in range(0, 12)]  # 1 .. 2048
 #: ``vllm_mxfp4_moe`` (the gpt-oss method before the backend was named). Pooled, the curve mixed two
 #: methods at two models' shapes, so only gpt-oss's method is kept: the one advisor's "mxfp4"
 #: (a gpt-oss checkpoint's quant_method) means
+#: Per-tensor fp8 keeps vLLM's Triton fused MoE (``vllm_fused_moe``, and
+#: ``vllm_modeloptfp8moe_triton_*`` in the 0.24.0 L40S table): the 0.24.0 tables of every other
+#: GPU time ``vllm_modeloptfp8moe_flashinfer_*`` only, which vLLM runs just with
+#: VLLM_USE_FLASHINFER_MOE_FP8=1 and FlashInfer installed (ModelOptFp8MoEMethod, envs.py: off
+#: by default; vLLM 0.11.0 as installed from advisor's lock, which has no FlashInfer); on H100
+#: and H200 that kernel reaches 0.10-0.17 of HBM bandwidth at 1 GiB of experts, slower than
+#: bf16, where the fused MoE of the 0.19.0/0.22.0 tables reaches ~0.6
 MOE_KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
-    "w4a16_mxfp4": ("vllm_gptossmxfp4moe_", "vllm_mxfp4_moe")}
+    "w4a16_mxfp4": ("vllm_gptossmxfp4moe_", "vllm_mxfp4_moe"),
+    "fp8": ("vllm_fused_moe", "vllm_modeloptfp8moe_triton_")}
 
 
 def moe_source_kept(dtype: str, source: str | None) -> bool:
