@@ -379,6 +379,11 @@ try:
 except ValueError as e:
     out["fa_e5m2"] = str(e)
 out["fa_fp8"] = str(FA.get_fp8_dtype_for_flashattn("fp8"))
+from vllm.attention.ops import triton_reshape_and_cache_flash as T
+store = inspect.getsource(T.triton_reshape_and_cache_flash)
+# the Triton store takes the platform's one fp8 dtype for any "fp8*" cache string
+out["triton_store"] = ("current_platform.fp8_dtype() if" in store
+                       and 'kv_cache_dtype.startswith("fp8")' in store)
 out["kv_method"] = {m: "KVCacheMethod" in inspect.getsource(
     get_quantization_config(m).get_quant_method) for m in (
     "fp8", "modelopt", "modelopt_fp4", "compressed-tensors", "awq", "gptq", "fbgemm_fp8",
@@ -399,6 +404,7 @@ def test_the_fp8_e5m2_rules_are_the_pinned_vllms_own(lock, tmp_path):
     assert out["guard"] is True
     assert out["fa_e5m2"] == "Unrecognized FP8 dtype: fp8_e5m2"
     assert out["fa_fp8"] == "torch.float8_e4m3fn"
+    assert out["triton_store"] is True  # weights.kv_note: e5m2 through Triton is e4m3
     ours = {"modelopt_fp4": "nvfp4"}
     for m, has in out["kv_method"].items():
         name = ours.get(m, m)

@@ -476,6 +476,17 @@ def test_fp8_e5m2_is_ranked_and_fitted_where_vllm_serves_it(cli):
     ok, _, _ = advisor.fit("llama-3.1-8b", "L40S", max_model_len=8192,
                            kv_cache_dtype="fp8_e5m2")
     assert ok.fits and ok.kv_cache_dtype == "fp8"
+    # served, but as e4m3: the lock's vLLM stores it through Triton (no FlashInfer), which
+    # writes every fp8 cache as current_platform.fp8_dtype() (tests/test_lock_install.py)
+    assert any("fp8_e5m2 is served as --kv-cache-dtype fp8 is" in n for n in ok.notes)
+    for gpu in ("B200", "RTX-PRO-6000"):
+        f, _, _ = advisor.fit("llama-3.1-8b", gpu, max_model_len=8192, kv_cache_dtype="fp8_e5m2")
+        assert any("Triton backend" in n for n in f.notes), gpu
+    plain, _, _ = advisor.fit("llama-3.1-8b", "L40S", max_model_len=8192, kv_cache_dtype="fp8")
+    assert not any("Triton backend" in n for n in plain.notes)
+    later, _, _ = advisor.fit("llama-3.1-8b", "L40S", max_model_len=8192,
+                              kv_cache_dtype="fp8_e5m2", vllm_version="0.14.0")
+    assert not any("Triton backend" in n for n in later.notes)  # read in 0.11 only
 
 
 def test_recommend_and_fit_hold_an_fp8_kv_cache_to_ada_and_newer(cli):

@@ -359,6 +359,10 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     if kv_from_checkpoint:
         notes.append(f"KV cache in fp8: the checkpoint's kv_cache_quant_algo, which vLLM "
                      f"{engine.version} uses for --kv-cache-dtype auto")
+    from advisor.core.weights import kv_note
+
+    if e5m2 := kv_note(req.kv_cache_dtype, req.gpu_architecture, engine.version):
+        notes.append(e5m2)
     fits = kv_gib > 0 and concurrency >= 1
     if not fits:
         longest = longest_fitting_len(spec, layers, engine, num_blocks, max_len, tokens)

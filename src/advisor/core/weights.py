@@ -246,7 +246,10 @@ KV_E5M2_REFUSED_METHODS = ("fp8", "modelopt", "nvfp4", "compressed-tensors")
 #: Triton for fp8 KV on 8.x other than 9.0), whose FlashAttentionBackend.
 #: get_fp8_dtype_for_flashattn knows only "fp8"/"fp8_e4m3" and raises "Unrecognized FP8
 #: dtype: fp8_e5m2" in the first step (v1/attention/backends/flash_attn.py, 0.11.0 as
-#: installed); Blackwell's FlashInfer backend reads e5m2 (flashinfer.py)
+#: installed). Elsewhere (Ada, Blackwell) vLLM 0.11.0 as advisor's lock installs it (no
+#: FlashInfer: the lock leaves that extra out) stores an fp8 cache through its Triton backend,
+#: whose triton_reshape_and_cache_flash writes every "fp8*" cache as current_platform.
+#: fp8_dtype(), e4m3: an fp8_e5m2 cache serves, as e4m3 (:func:`kv_note`)
 KV_E5M2_HOPPER_CAPABILITY = 90
 
 
@@ -282,6 +285,18 @@ def kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, architecture: str
     return (f"an fp8 KV cache{own} needs compute capability 8.9 in vLLM {vllm_version} "
             f"(Triton's fp8e4nv cast, vllm-project/vllm #26431); {architecture} GPUs are "
             "below it")
+
+
+def kv_note(kv_cache_dtype: str, architecture: str | None, vllm_version: str) -> str | None:
+    """What an fp8_e5m2 cache becomes where vLLM ``vllm_version`` serves it through Triton
+    (:data:`KV_E5M2_HOPPER_CAPABILITY`'s note; the rule read in 0.11.0, held for that minor)."""
+    cc = ARCH_COMPUTE_CAPABILITY.get(architecture or "")
+    if (kv_cache_dtype != "fp8_e5m2" or cc is None or cc < KV_FP8_MIN_CAPABILITY
+            or cc == KV_E5M2_HOPPER_CAPABILITY or not vllm_version.startswith("0.11.")):
+        return None
+    return (f"vLLM {vllm_version} as advisor installs it (no FlashInfer) keeps an fp8 KV cache "
+            f"on {architecture} GPUs in its Triton backend, which stores every fp8 cache as "
+            "e4m3: fp8_e5m2 is served as --kv-cache-dtype fp8 is (e4m3, scale 1.0)")
 
 
 #: vLLM 0.11.0 as advisor pins it runs NVFP4 experts (ModelOpt and compressed-tensors) on
