@@ -152,3 +152,20 @@ def test_a_loadable_model_gets_no_such_line():
     assert not any("load" in n and "vLLM" in n for n in f.notes)
     rec = advisor.recommend("gpt-oss-20b", 8192, top=1)[0]
     assert not any("not deployable" in r for r in rec.risks)
+
+
+def test_plan_says_it_under_the_table(cli, tmp_path, monkeypatch):
+    """plan prices fleets provision would refuse: the line is said once, for --rps and for
+    --rps-range; a loadable model gets none."""
+    env = cached(tmp_path, "MiniMaxAI/MiniMax-M2.5", CONFIGS / "MiniMaxAI--MiniMax-M2.5.json")
+    for load in (["--rps", "1"], ["--rps-range", "1:4", "--points", "2"]):
+        r = cli("plan", "--model", "MiniMaxAI/MiniMax-M2.5", "--ctx", "8192", *load, env=env)
+        assert r.exit_code == 0, r.output
+        assert r.stdout.count("! not deployable by advisor: vLLM 0.11.0 cannot load "
+                              "MiniMaxM2ForCausalLM") == 1
+    r = cli("plan", "--model", "llama-3-8b", "--ctx", "8192", "--rps", "1")
+    assert r.exit_code == 0 and "not deployable" not in r.stdout
+    # the SDK's fleets carry it as their first risk
+    monkeypatch.setenv("HF_HUB_CACHE", env["HF_HUB_CACHE"])
+    opts = advisor.fleet("MiniMaxAI/MiniMax-M2.5", 8192, rps=1)
+    assert opts and all(o.risks[0].startswith("not deployable by advisor: vLLM") for o in opts)

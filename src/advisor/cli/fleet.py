@@ -142,6 +142,18 @@ def plan_cmd(
               "over the rate; 730 h/month; " + sizing_note(utilisation, spare)
               + ("; Nn: one replica over N instances" if any(
                   p.plan.nodes > 1 for p in picks) else ""))
+    model_risk(model, vllm_version, catalog_from(catalog))
+
+
+def model_risk(model: str, vllm_version: str, catalog: Any) -> None:
+    """The risk every fleet shares, said once under the table: the deployed vLLM cannot load
+    the model, or loads it through its Transformers backend (advisor.core.archs)."""
+    from advisor.api import model_spec
+    from advisor.core.archs import model_risk as risk
+
+    spec = model_spec(model, catalog=catalog)
+    if line := risk(spec.architectures, vllm_version):
+        out.line(f"! {line}")
 
 
 def _range(text: str) -> tuple[float, float]:
@@ -196,5 +208,6 @@ def curve_cmd(model: str, ctx: int, rps_range: str, points: int | None, plot: Pa
         out.line(f"Above {x.rps:.3g} req/s, {x.option} is the cheaper fleet: "
                  f"${x.usd_per_month:,.0f}/month against ${x.versus_usd_per_month:,.0f} for "
                  f"{x.versus}")
+    model_risk(model, fleet_args["vllm_version"], fleet_args["catalog"])
     if plot is not None:
         out.line(f"Chart: {plot}")

@@ -76,3 +76,10 @@ def support(architectures: Sequence[str], vllm_version: str) -> tuple[Support, s
     return "refused", (f"vLLM {vllm_version} cannot load {names}: not in its model registry, "
                        "nor a transformers class its Transformers backend runs (\"Model "
                        "architectures [...] are not supported for now\")")
+
+
+def model_risk(architectures: Sequence[str], vllm_version: str) -> str | None:
+    """The line every offer of such a model carries (recommend's risks, plan's footer): None
+    where the release loads it natively or advisor has no rule."""
+    kind, why = support(architectures, vllm_version)
+    return f"not deployable by advisor: {why}" if kind == "refused" else why

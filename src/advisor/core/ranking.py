@@ -184,9 +184,7 @@ class _Ranker:
         self._confidence: dict[tuple[int, int], Confidence] = {}
         #: a model the release cannot load (or loads through its Transformers backend) is said
         #: on every offer: the same for all, so it changes no order
-        kind, why = archs.support(spec.architectures, engine.version)
-        self.arch_risk = (f"not deployable by advisor: {why}"
-                          if kind == "refused" else why)
+        self.arch_risk = archs.model_risk(spec.architectures, engine.version)
 
     def _fit_uncached(self, gpu_id: str, tp: int, pp: int) -> MemoryFit:
         g = self.cat.gpus[gpu_id]
