@@ -33,14 +33,19 @@ def test_wheel_holds_every_catalog_file_and_template(wheel):
     assert len(list((ROOT / "src/advisor/clouds").glob("*/secret_fetch.sh"))) == 3
 
 
+def _run_unpacked(code: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` run by this Python with only the unpacked wheel at ``root`` importable."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=root,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=120)
+
+
 def test_unpacked_wheel_loads_its_own_catalog(wheel, tmp_path):
     zipfile.ZipFile(wheel).extractall(tmp_path)
     code = ("import advisor, advisor.catalog.loader as l; c = advisor.load_catalog(); "
             "print(advisor.__file__); print(l.bundled_dir()); "
             "print(len(c.instances), len(c.models))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
-                       timeout=120)
+    r = _run_unpacked(code, tmp_path)
     module_file, bundled, counts = r.stdout.strip().splitlines()
     assert module_file.startswith(str(tmp_path))
     assert bundled == str(tmp_path / "advisor" / "_data" / "catalogs")
@@ -60,9 +65,7 @@ def test_wheel_holds_the_accuracy_summary(wheel, tmp_path):
     assert (tmp_path / "advisor" / "core" / "accuracy.json").is_file()
     code = ("from advisor.core.confidence import load, memory_confidence; "
             "print(sorted(load())); print(memory_confidence('Turing', 'llama', '0.11.0').short)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
-                       timeout=120)
+    r = _run_unpacked(code, tmp_path)
     assert r.stdout.splitlines() == [
         "['expert_parallel', 'memory', 'schema_version', 'tpot', 'ttft']", "extrap."]
 
@@ -75,7 +78,5 @@ def test_wheel_holds_the_pinned_releases_architecture_list(wheel, tmp_path):
     code = ("from advisor.core.archs import support; "
             "print(support(('MiniMaxM2ForCausalLM',), '0.11.0')[0]); "
             "print(support(('LlamaForCausalLM',), '0.11.0')[0])")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
-                       timeout=120)
+    r = _run_unpacked(code, tmp_path)
     assert r.stdout.splitlines() == ["refused", "native"]
