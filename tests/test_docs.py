@@ -59,6 +59,27 @@ def test_the_architecture_page_names_every_module():
     assert docs_outputs.LAYERS_BLOCK.search(text)
 
 
+def test_the_catalog_page_counts_and_names_every_model_alias():
+    """docs/catalog.md's models row had said 16 aliases while 17 shipped."""
+    import re
+
+    import yaml
+
+    aliases = [m["alias"] for m in yaml.safe_load(
+        (ROOT / "catalogs/models/index.yaml").read_text())["models"]]
+    (row,) = [line for line in (ROOT / "docs/catalog.md").read_text().splitlines()
+              if line.startswith("| `models/` |")]
+    assert re.search(rf"\b{len(aliases)} aliases\b", row), row
+    # a family written once with its sizes after a slash (qwen3-8b/32b) names each size
+    named = set()
+    for word in re.findall(r"[a-z0-9][a-z0-9.\-/]*[a-z0-9]", row.split(":", 1)[1]):
+        head, *sizes = word.split("/")
+        named.add(head)
+        stem = head.rsplit("-", 1)[0]
+        named.update(f"{stem}-{size}" for size in sizes)
+    assert set(aliases) <= named, sorted(set(aliases) - named)
+
+
 def test_the_readme_is_short_and_points_at_every_page():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 250
