@@ -78,6 +78,10 @@ def test_the_catalog_page_counts_and_names_every_model_alias():
         stem = head.rsplit("-", 1)[0]
         named.update(f"{stem}-{size}" for size in sizes)
     assert set(aliases) <= named, sorted(set(aliases) - named)
+    gpus = yaml.safe_load((ROOT / "catalogs/gpus.yaml").read_text())["gpus"]
+    (row,) = [line for line in (ROOT / "docs/catalog.md").read_text().splitlines()
+              if line.startswith("| `gpus.yaml` |")]
+    assert re.search(rf"\b{len(gpus)} GPUs\b", row), row
 
 
 def test_the_readme_is_short_and_points_at_every_page():

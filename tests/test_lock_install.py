@@ -472,3 +472,46 @@ def test_the_architecture_list_is_the_pinned_vllms_own(lock, tmp_path):
     assert out["MiniMaxM2ForCausalLM"].startswith(
         "Model architectures ['MiniMaxM2ForCausalLM'] are not supported for now")
     assert "was supported in vLLM until v0.9.2" in out["Phi3SmallForCausalLM"]
+
+
+MLA_FP8 = r"""
+import ast, importlib.util, json, re
+from pathlib import Path
+root = Path(importlib.util.find_spec("vllm").submodule_search_locations[0])
+# vllm/platforms/cuda.py imports vllm._C, which needs libcuda: read the files as text
+def body(rel, cls, name):
+    text = (root / rel).read_text()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == name:
+                    return ast.get_source_segment(text, f)
+    raise SystemExit(f"{rel}: no {cls}.{name}")
+pick = body("platforms/cuda.py", "CudaPlatformBase", "get_attn_backend_cls")
+cfg = body("platforms/cuda.py", "CudaPlatformBase", "check_and_update_config")
+fm = (root / "attention/ops/flashmla.py").read_text()
+print(json.dumps({
+    "triton_refuses_fp8": "TritonMLA V1 with FP8 KV cache not yet supported"
+                          in body("v1/attention/backends/mla/triton_mla.py", "TritonMLAImpl",
+                                  "__init__"),
+    "cutlass_exactly_100": "use_cutlass_mla = True" in cfg
+                           and "cls.is_device_capability(100)" in cfg,
+    "flashmla_major_9": "get_device_capability()[0] != 9" in fm,
+    "triton_is_the_fallback": bool(re.search(r"use_triton = .*selected_backend is None", pick,
+                                             re.S)),
+    "fast_ones_take_fp8": not any(
+        "FP8" in m and "not" in m for rel in ("flashmla.py", "cutlass_mla.py")
+        for m in re.findall(r"NotImplementedError\(([^)]*)\)",
+                            (root / "v1/attention/backends/mla" / rel).read_text()))}))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_mla_fp8_kv_rule_is_the_pinned_vllms_own(lock, tmp_path):
+    """advisor.core.weights.mla_kv_refusal, read off the installed vLLM: an MLA model's
+    attention is CUTLASS MLA on exactly 10.0, FlashMLA on 9.x, Triton MLA elsewhere, and
+    Triton MLA refuses an fp8 KV cache while the other two take it."""
+    out = _run(_python(lock), MLA_FP8, tmp_path=tmp_path)
+    assert out == {"triton_refuses_fp8": True, "cutlass_exactly_100": True,
+                   "flashmla_major_9": True, "triton_is_the_fallback": True,
+                   "fast_ones_take_fp8": True}

@@ -534,3 +534,60 @@ def test_an_fp8_kv_cache_is_rendered_as_it_was_sized(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout.rstrip().endswith("--gpu-memory-utilization 0.9 --kv-cache-dtype fp8")
     assert bad.returncode == 1 and "ADVISOR_KV_CACHE_DTYPE must be" in bad.stderr
+
+
+@pytest.mark.parametrize("gpu,kv,version,refused", [
+    ("L4", "fp8", "0.11.0", True),            # Ada: Triton MLA
+    ("L40S", "fp8_e4m3", "0.11.0", True),
+    ("RTX-PRO-6000", "fp8", "0.11.0", True),  # "Blackwell" by name, 12.0: not CUTLASS MLA
+    ("B300", "fp8", "0.11.0", True),          # 10.3: is_device_capability(100) is exact
+    ("H100-SXM", "fp8", "0.11.0", False),     # FlashMLA
+    ("H200", "fp8", "0.11.0", False),
+    ("B200", "fp8", "0.11.0", False),         # CUTLASS MLA
+    ("L4", "auto", "0.11.0", False),
+    ("L4", "fp8", "0.14.0", False),           # read in 0.11 only
+])
+def test_an_mla_models_fp8_kv_cache_starts_only_on_flashmla_or_cutlass_mla(gpu, kv, version,
+                                                                           refused):
+    """vLLM 0.11.0 runs MLA on Triton outside 9.x (FlashMLA) and exactly 10.0 (CUTLASS MLA),
+    and TritonMLAImpl refuses an fp8 KV cache (tests/test_lock_install.py reads both)."""
+    from advisor.core.weights import capability, mla_kv_refusal
+
+    g = CAT.gpus[gpu]
+    no = mla_kv_refusal(kv, None, capability(g), g.id, version, True)
+    assert (no is not None) == refused
+    if refused:
+        assert "TritonMLA V1 with FP8 KV cache not yet supported" in no
+    # the checkpoint's own fp8 KV ("auto") counts where the release reads it
+    assert mla_kv_refusal("auto", "fp8", 89, "L4", "0.11.0", True) is not None
+    assert mla_kv_refusal("auto", "fp8", 89, "L4", "0.11.0", False) is None
+
+
+def test_capability_is_the_catalogs_where_one_architecture_name_covers_several():
+    from advisor.core.weights import ARCH_COMPUTE_CAPABILITY, capability
+
+    assert capability(CAT.gpus["RTX-PRO-6000"]) == 120
+    assert capability(CAT.gpus["B200"]) == 100 and capability(CAT.gpus["B300"]) == 103
+    assert capability(CAT.gpus["MI300X"]) is None
+    for g in CAT.gpus.values():
+        if g.vendor == "nvidia":
+            assert g.compute_capability is not None, g.id
+            if g.id != "RTX-PRO-6000":  # the one whose major the architecture table misses
+                # (A10/A10G are Ampere 8.6 where the table says 8.0: same major, below 8.9)
+                assert capability(g) // 10 == ARCH_COMPUTE_CAPABILITY[g.architecture] // 10
+
+
+def test_recommend_and_fit_refuse_an_mla_fp8_kv_cache_where_vllm_would_not_start(cli):
+    recs, rej = advisor.recommend("deepseek-v2-lite", 8192, kv_cache_dtype="fp8", top=500,
+                                  with_rejected=True)
+    gpus = {r.gpu for r in recs}
+    assert {"H100-SXM", "H200"} <= gpus and not gpus & {"L4", "L40S", "RTX-PRO-6000", "B300"}
+    by = {f"{r.provider}:{r.instance}": r for r in rej}
+    assert by["aws:g6.xlarge"].by == "fp8 KV cache" and "Triton MLA" in by["aws:g6.xlarge"].reason
+    assert "L4" in {r.gpu for r in advisor.recommend("deepseek-v2-lite", 8192, top=500)}
+    r = cli("fit", "--model", "deepseek-v2-lite", "--gpu", "L40S", "--ctx", "8192",
+            "--kv-cache-dtype", "fp8")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "Triton MLA" in r.stderr and "hint: --kv-cache-dtype auto" in r.stderr
+    # a dense model's fp8 KV cache on the same GPU is not this rule's
+    assert advisor.fit("llama-3.1-8b", "L40S", max_model_len=8192, kv_cache_dtype="fp8")[0].fits

@@ -264,7 +264,13 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     experts, as advisor lays models out)."""
     from advisor.core.sizing import FitRequest, with_confidence
     from advisor.core.sizing import fit as _fit
-    from advisor.core.weights import architectures_for, kv_refusal, method_refusal
+    from advisor.core.weights import (
+        architectures_for,
+        capability,
+        kv_refusal,
+        method_refusal,
+        mla_kv_refusal,
+    )
 
     if isinstance(dtype, str) and dtype.lower() in ("fp8", "float8", "fp8_e4m3", "int8", "int4"):
         raise UserInputError(f"--dtype {dtype!r}: --dtype is the activation dtype (auto, "
@@ -289,6 +295,13 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     no = kv_refusal(kv_cache_dtype, spec.quantization.kv_cache_dtype if spec.quantization
                     else None, cat.gpus[gid].architecture, eng.version,
                     eng.checkpoint_kv_dtype, method)
+    if not no and spec.mla is not None:
+        no = mla_kv_refusal(kv_cache_dtype, spec.quantization.kv_cache_dtype
+                            if spec.quantization else None, capability(cat.gpus[gid]), gid,
+                            eng.version, eng.checkpoint_kv_dtype)
+        if no:
+            raise UserInputError(f"{spec.name} on {gid}: {no}",
+                                 hint="--kv-cache-dtype auto, or an H100, H200 or B200")
     if no:
         arch = cat.gpus[gid].architecture
         e4m3_ok = kv_refusal("fp8", None, arch, eng.version, False, method) is None
@@ -562,10 +575,12 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
     from advisor.core.ranking import Rejection, order, rank
     from advisor.core.sizing import weights_per_gpu
     from advisor.core.weights import (
+        capability,
         dtype_refusal,
         kernel_for,
         kv_refusal,
         load_gib,
+        mla_kv_refusal,
         options,
         refusal,
     )
@@ -592,6 +607,10 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
                 req.kv_cache_dtype, s.quantization.kv_cache_dtype if s.quantization else None,
                 g.architecture, eng.version, eng.checkpoint_kv_dtype,
                 s.quantization.method if s.quantization else None)
+            if not (no or upcast or kv) and s.mla is not None:
+                kv = mla_kv_refusal(
+                    req.kv_cache_dtype, s.quantization.kv_cache_dtype if s.quantization
+                    else None, capability(g), g.id, eng.version, eng.checkpoint_kv_dtype)
             if no or upcast or kv:
                 rejected.append(Rejection(
                     provider=inst.provider, instance=inst.name, reason=no or upcast or kv or "",

@@ -107,6 +107,9 @@ class Gpu(_Model):
     name: str
     vendor: Literal["nvidia", "amd"]
     architecture: str | None = None
+    #: CUDA compute capability (major.minor): one architecture name can cover several (the
+    #: B200 is 10.0, the RTX PRO 6000 Blackwell 12.0), and vLLM picks kernels by the number
+    compute_capability: Annotated[float, Field(ge=1.0, le=20.0)] | None = None
     aliases: list[str] = Field(default_factory=list)
     #: PCI device ids the card reports in sysfs (/sys/bus/pci/devices/*/device), lower-case
     #: ``0x`` + 4 hex digits: how ``--gpu local`` and ``render --target local`` name a host's GPU

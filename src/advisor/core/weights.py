@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
-    from advisor.catalog.schema import ModelAlias
+    from advisor.catalog.schema import Gpu, ModelAlias
     from advisor.core.model import ModelSpec
 
 #: what ``--quantization`` takes on recommend, plan, render and provision: the checkpoint as
@@ -297,6 +297,45 @@ def kv_note(kv_cache_dtype: str, architecture: str | None, vllm_version: str) ->
     return (f"vLLM {vllm_version} as advisor installs it (no FlashInfer) keeps an fp8 KV cache "
             f"on {architecture} GPUs in its Triton backend, which stores every fp8 cache as "
             "e4m3: fp8_e5m2 is served as --kv-cache-dtype fp8 is (e4m3, scale 1.0)")
+
+
+def capability(gpu: Gpu) -> int | None:
+    """A GPU's compute capability x 10: the catalog's figure (one architecture name can cover
+    several: B200 10.0, RTX PRO 6000 Blackwell 12.0), else its architecture's
+    (:data:`ARCH_COMPUTE_CAPABILITY`)."""
+    if gpu.compute_capability is not None:
+        return int(round(gpu.compute_capability * 10))
+    return ARCH_COMPUTE_CAPABILITY.get(gpu.architecture or "")
+
+
+#: vLLM 0.11.0 picks an MLA model's attention by compute capability (platforms/cuda.py,
+#: get_attn_backend_cls with use_mla, and check_and_update_config, which forces the block
+#: size): CUTLASS MLA on exactly 10.0 (is_device_capability(100): B200, GB200), FlashMLA on
+#: 9.x (is_flashmla_supported: major 9 and vllm._flashmla_C, which the wheel ships), Triton
+#: MLA elsewhere (FlashAttention's MLA is Hopper's, and FlashMLA is tried first there) — and
+#: TritonMLAImpl.__init__ raises "TritonMLA V1 with FP8 KV cache not yet supported"
+#: (v1/attention/backends/mla/triton_mla.py): an fp8 KV cache of an MLA model starts on
+#: these only. Read in 0.11.0 as installed from the lock; held for that minor.
+MLA_FP8_KV_CAPABILITIES = (90, 100)
+MLA_RULE_MINOR = "0.11"
+
+
+def mla_kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, cc: int | None,
+                   gpu: str, vllm_version: str, reads_checkpoint_kv: bool) -> str | None:
+    """Why vLLM ``vllm_version`` will not start an MLA model with this KV cache dtype on a GPU
+    of compute capability ``cc`` x 10 (None: it will, or advisor has no rule), per
+    :data:`MLA_FP8_KV_CAPABILITIES`. "auto" is the checkpoint's own where the release reads it."""
+    kv = kv_cache_dtype
+    if kv == "auto":
+        kv = "fp8" if checkpoint_kv == "fp8" and reads_checkpoint_kv else "auto"
+    if (not kv.startswith("fp8") or cc is None or cc in MLA_FP8_KV_CAPABILITIES
+            or not vllm_version.startswith(MLA_RULE_MINOR + ".")):
+        return None
+    own = " (the checkpoint's)" if kv_cache_dtype == "auto" else ""
+    return (f"vLLM {vllm_version} runs MLA attention on {gpu} (compute capability "
+            f"{cc / 10:.1f}) through Triton MLA, which has no fp8 KV cache{own} (\"TritonMLA "
+            "V1 with FP8 KV cache not yet supported\"); FlashMLA (9.x) and CUTLASS MLA (10.0) "
+            "have one")
 
 
 #: vLLM 0.11.0 as advisor pins it runs NVFP4 experts (ModelOpt and compressed-tensors) on
