@@ -499,6 +499,10 @@ print(json.dumps({
     "flashmla_major_9": "get_device_capability()[0] != 9" in fm,
     "triton_is_the_fallback": bool(re.search(r"use_triton = .*selected_backend is None", pick,
                                              re.S)),
+    "flex_below_80": "FlexAttention is the default for older GPUs" in pick
+                     and "cls.has_device_capability(80)" in pick,
+    "flex_refuses_softcap": "FlexAttention does not support logits soft cap yet" in body(
+        "v1/attention/backends/flex_attention.py", "FlexAttentionImpl", "__init__"),
     "fast_ones_take_fp8": not any(
         "FP8" in m and "not" in m for rel in ("flashmla.py", "cutlass_mla.py")
         for m in re.findall(r"NotImplementedError\(([^)]*)\)",
@@ -507,11 +511,13 @@ print(json.dumps({
 
 
 @pytest.mark.parametrize("lock", LOCKS)
-def test_the_mla_fp8_kv_rule_is_the_pinned_vllms_own(lock, tmp_path):
-    """advisor.core.weights.mla_kv_refusal, read off the installed vLLM: an MLA model's
-    attention is CUTLASS MLA on exactly 10.0, FlashMLA on 9.x, Triton MLA elsewhere, and
-    Triton MLA refuses an fp8 KV cache while the other two take it."""
+def test_the_attention_backend_rules_are_the_pinned_vllms_own(lock, tmp_path):
+    """advisor.core.weights.mla_kv_refusal and softcap_refusal, read off the installed vLLM: an
+    MLA model's attention is CUTLASS MLA on exactly 10.0, FlashMLA on 9.x, Triton MLA
+    elsewhere, and Triton MLA refuses an fp8 KV cache while the other two take it; below 8.0
+    every model's attention is FlexAttention, which refuses logits soft-capping."""
     out = _run(_python(lock), MLA_FP8, tmp_path=tmp_path)
     assert out == {"triton_refuses_fp8": True, "cutlass_exactly_100": True,
                    "flashmla_major_9": True, "triton_is_the_fallback": True,
+                   "flex_below_80": True, "flex_refuses_softcap": True,
                    "fast_ones_take_fp8": True}

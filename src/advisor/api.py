@@ -270,6 +270,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
         kv_refusal,
         method_refusal,
         mla_kv_refusal,
+        softcap_refusal,
     )
 
     if isinstance(dtype, str) and dtype.lower() in ("fp8", "float8", "fp8_e4m3", "int8", "int4"):
@@ -292,6 +293,10 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                              hint=f"pick an {', '.join(architectures_for(method))} GPU, or a "
                              "checkpoint quantized another way")
     eng = profile(vllm_version)
+    no = softcap_refusal(spec.attention_softcap, capability(cat.gpus[gid]), eng.version)
+    if no:
+        raise UserInputError(f"{spec.name} on {gid}: {no}",
+                             hint="pick an Ampere or newer GPU (compute capability 8.0+)")
     no = kv_refusal(kv_cache_dtype, spec.quantization.kv_cache_dtype if spec.quantization
                     else None, cat.gpus[gid].architecture, eng.version,
                     eng.checkpoint_kv_dtype, method)
@@ -583,6 +588,7 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
         mla_kv_refusal,
         options,
         refusal,
+        softcap_refusal,
     )
 
     # the model catalog's entry matters only for fp8 (its published checkpoints): the default
@@ -603,18 +609,22 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
             no = refusal(w, g.architecture, g.fp8_tflops,
                          s.quantization.method if s.quantization else None)
             upcast = None if no else dtype_refusal(s.model_type, s.torch_dtype, g.architecture)
-            kv = None if no or upcast else kv_refusal(
+            backend = None if no or upcast else softcap_refusal(
+                s.attention_softcap, capability(g), eng.version)
+            kv = None if no or upcast or backend else kv_refusal(
                 req.kv_cache_dtype, s.quantization.kv_cache_dtype if s.quantization else None,
                 g.architecture, eng.version, eng.checkpoint_kv_dtype,
                 s.quantization.method if s.quantization else None)
-            if not (no or upcast or kv) and s.mla is not None:
+            if not (no or upcast or backend or kv) and s.mla is not None:
                 kv = mla_kv_refusal(
                     req.kv_cache_dtype, s.quantization.kv_cache_dtype if s.quantization
                     else None, capability(g), g.id, eng.version, eng.checkpoint_kv_dtype)
-            if no or upcast or kv:
+            if no or upcast or backend or kv:
                 rejected.append(Rejection(
-                    provider=inst.provider, instance=inst.name, reason=no or upcast or kv or "",
-                    by=("float32 only" if upcast else "fp8 KV cache" if kv
+                    provider=inst.provider, instance=inst.name,
+                    reason=no or upcast or backend or kv or "",
+                    by=("float32 only" if upcast else "attention backend" if backend
+                        else "fp8 KV cache" if kv
                         else "--quantization" if w.scheme == "fp8"
                         else f"its {w.source} weights")))
             else:

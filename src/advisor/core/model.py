@@ -123,6 +123,9 @@ class ModelSpec(BaseModel):
     sliding_window: int | None = None
     quantization: Quantization | None = None
     attention_sinks: bool = False
+    #: tanh soft-capping of the attention logits (Gemma 2's ``attn_logit_softcapping``), which
+    #: not every vLLM attention backend implements (:func:`advisor.core.weights.softcap_refusal`)
+    attention_softcap: bool = False
     #: sliding layers rotate with their own unscaled base (Gemma 3's rope_local_base_freq), so
     #: vLLM builds a second cos/sin cache of max_position_embeddings positions
     #: (vllm/model_executor/models/gemma3.py: get_rope per layer kind, cached by its arguments)
@@ -716,6 +719,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,
         quantization=_quantization(cfg, quantization),
         attention_sinks=model_type == "gpt_oss",
+        attention_softcap=bool(cfg.get("attn_logit_softcapping")),
         local_rope=cfg.get("rope_local_base_freq") is not None and "sliding" in kinds,
         vision=vision_tower(vcfg, hidden, name) if vcfg is not None else None,
         # the top level's: vLLM resolves the checkpoint's class, not its text model's

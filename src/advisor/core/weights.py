@@ -223,6 +223,27 @@ def dtype_refusal(model_type: str, checkpoint_dtype: str, architecture: str | No
             "instability): twice the memory, and advisor has no float32 timings")
 
 
+#: below compute capability 8.0 vLLM 0.11.0 runs every model's attention with FlexAttention
+#: (platforms/cuda.py get_attn_backend_cls: "FlexAttention is the default for older GPUs";
+#: V0 and its XFormers path are gone), whose FlexAttentionImpl.__init__ raises
+#: "FlexAttention does not support logits soft cap yet" (v1/attention/backends/
+#: flex_attention.py): a model with attention soft-capping (Gemma 2) does not start on a T4 or
+#: V100, in any dtype. Read in 0.11.0 as installed from the lock; held for that minor.
+FLEX_ATTENTION_BELOW = 80
+SOFTCAP_RULE_MINOR = "0.11"
+
+
+def softcap_refusal(softcap: bool, cc: int | None, vllm_version: str) -> str | None:
+    """Why vLLM ``vllm_version`` will not start a model with attention soft-capping on a GPU of
+    compute capability ``cc`` x 10 (None: it will, or advisor has no rule)."""
+    if (not softcap or cc is None or cc >= FLEX_ATTENTION_BELOW
+            or not vllm_version.startswith(SOFTCAP_RULE_MINOR + ".")):
+        return None
+    return (f"vLLM {vllm_version} runs attention on compute capability {cc / 10:.1f} with "
+            "FlexAttention, which has no logits soft-capping (\"FlexAttention does not support "
+            "logits soft cap yet\")")
+
+
 #: an fp8 (e4m3) KV cache needs compute capability 8.9 from vLLM 0.11.0 on: with V0 gone, V1
 #: stores and reads it with Triton attention kernels that cast to ``tl.float8e4nv``, which
 #: Triton compiles only for 8.9 and newer ("type fp8e4nv not supported in this architecture":
