@@ -497,6 +497,8 @@ print(json.dumps({
     "cutlass_exactly_100": "use_cutlass_mla = True" in cfg
                            and "cls.is_device_capability(100)" in cfg,
     "flashmla_major_9": "get_device_capability()[0] != 9" in fm,
+    # the block sizes they page by, forced at start-up (advisor.core.sizing.mla_block_size)
+    "blocks": re.findall(r"cache_config\.block_size = (\d+)", cfg),
     "triton_is_the_fallback": bool(re.search(r"use_triton = .*selected_backend is None", pick,
                                              re.S)),
     "flex_below_80": "FlexAttention is the default for older GPUs" in pick
@@ -520,4 +522,5 @@ def test_the_attention_backend_rules_are_the_pinned_vllms_own(lock, tmp_path):
     assert out == {"triton_refuses_fp8": True, "cutlass_exactly_100": True,
                    "flashmla_major_9": True, "triton_is_the_fallback": True,
                    "flex_below_80": True, "flex_refuses_softcap": True,
+                   "blocks": ["16", "64", "128", "64", "64"],
                    "fast_ones_take_fp8": True}

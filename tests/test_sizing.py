@@ -361,3 +361,19 @@ def test_the_large_moe_aliases_fit_where_they_are_served():
         assert h200.fits and h200.kv_bytes_per_token == (512 + 64) * 2 * 61
         assert abs(h200.weights_gib / 79.41 - 1) < 0.02
         assert not advisor.fit(alias, "H100-SXM", tp=8, max_model_len=8192)[0].fits
+
+
+def test_an_mla_models_kv_blocks_are_the_size_its_mla_kernel_pages_by():
+    """vLLM 0.11.0 forces the block size of an MLA model: 64 for FlashMLA (9.x), 128 for
+    CUTLASS MLA (exactly 10.0), the default 16 for Triton MLA elsewhere (the lock test reads
+    check_and_update_config). The KV tokens are whole blocks; the 0.19.0 H100 log of
+    DeepSeek-V2-Lite (benchmarks/accuracy) counts them in 16s, so the rule is 0.11's."""
+    for gpu, block in (("H200", 64), ("H100-SXM", 64), ("B200", 128), ("B300", 16),
+                       ("L40S", 16), ("RTX-PRO-6000", 16)):
+        f, _, _ = advisor.fit("deepseek-v2-lite", gpu, max_model_len=8192)
+        assert f.block_size == block and f.kv_cache_tokens % block == 0, gpu
+    later, _, _ = advisor.fit("deepseek-v2-lite", "H100-SXM", max_model_len=8192,
+                              vllm_version="0.19.0")
+    assert later.block_size == 16
+    dense, _, _ = advisor.fit("llama-3.1-8b", "H200", max_model_len=8192)
+    assert dense.block_size == 16

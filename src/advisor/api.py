@@ -323,6 +323,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                      max_num_seqs=max_num_seqs, entrypoint=entrypoint,
                      enforce_eager=enforce_eager, cpu_offload_gib=cpu_offload_gb,
                      gpu_architecture=cat.gpus[gid].architecture,
+                     gpu_compute_capability=capability(cat.gpus[gid]),
                      expert_parallel=expert_parallel)
     result = with_confidence(_fit(spec, req, eng), cat.gpus[gid].architecture,
                              spec.model_type)

@@ -32,7 +32,7 @@ from advisor.core.model import ModelSpec
 from advisor.core.perf import H2D_BYTES_S, PerfEstimate, Workload, check_context, estimate
 from advisor.core.question import KvCacheDtype, Objective
 from advisor.core.sizing import FitRequest, MemoryFit, fit, with_confidence
-from advisor.core.weights import Weights, expert_parallel_refusal
+from advisor.core.weights import Weights, capability, expert_parallel_refusal
 from advisor.errors import UserInputError
 
 OLD_CPU_CODENAMES = {"cascade lake", "rome", "skylake"}
@@ -192,6 +192,7 @@ class _Ranker:
             gpu_memory_gib=g.cuda_memory_gib, gpu_name=g.name, tp=tp, pp=pp,
             max_model_len=self.req.ctx, kv_cache_dtype=self.req.kv_cache_dtype,
             cpu_offload_gib=self.req.cpu_offload_gib, gpu_architecture=g.architecture,
+            gpu_compute_capability=capability(g),
             expert_parallel=bool(self.spec.expert_parallel_for(tp, self.ep_asked(gpu_id)))),
             self.engine), g.architecture,
             self.spec.model_type)

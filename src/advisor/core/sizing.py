@@ -42,6 +42,8 @@ class FitRequest(BaseModel):
     cpu_offload_gib: float = Field(default=0.0, ge=0, le=4096)
     #: the GPU's architecture (catalog name, e.g. "Turing"): which dtypes vLLM has there
     gpu_architecture: str | None = None
+    #: its compute capability x 10 (advisor.core.weights.capability): which kernels vLLM picks
+    gpu_compute_capability: int | None = Field(default=None, ge=10, le=200)
     #: vLLM's --enable-expert-parallel: each GPU of the TP group holds whole experts instead of
     #: a TP slice of every expert. None: as advisor lays it out — only where TP cannot split
     #: the experts and whole experts can (:meth:`ModelSpec.expert_parallel_at`)
@@ -266,8 +268,29 @@ def kv_capacity(spec: ModelSpec, kv_gib: float, layers: list[int], per_layer_byt
 
 
 # -- the fit ------------------------------------------------------------------------------
+#: vLLM 0.11.0 forces an MLA model's KV block size to what its MLA kernel pages by
+#: (platforms/cuda.py check_and_update_config): FlashMLA 64 on compute capability 9.x,
+#: CUTLASS MLA 128 on exactly 10.0; elsewhere (Triton MLA) the default 16 stays. Read in
+#: 0.11.0 as installed; held for that minor (the 0.19.0 DeepSeek-V2-Lite log on an H100 counts
+#: its KV tokens in multiples of 16 only, so a later release changed it)
+FLASHMLA_BLOCK, CUTLASS_MLA_BLOCK = 64, 128
+
+
+def mla_block_size(spec: ModelSpec, cc: int | None, engine: EngineProfile) -> int:
+    """The KV block size vLLM ``engine.version`` uses for ``spec`` on a GPU of compute
+    capability ``cc`` x 10 (:data:`FLASHMLA_BLOCK` on 9.x, :data:`CUTLASS_MLA_BLOCK` on 10.0)."""
+    if spec.mla is None or cc is None or not engine.version.startswith("0.11."):
+        return engine.block_size
+    if cc // 10 == 9:
+        return FLASHMLA_BLOCK
+    return CUTLASS_MLA_BLOCK if cc == 100 else engine.block_size
+
+
 def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     """How the model fits on one GPU of a TP x PP layout (raises UserInputError on bad input)."""
+    block = mla_block_size(spec, req.gpu_compute_capability, engine)
+    if block != engine.block_size:
+        engine = engine.model_copy(update={"block_size": block})
     util = req.gpu_memory_utilization if req.gpu_memory_utilization is not None \
         else engine.gpu_memory_utilization
     if not 0 < util <= 1:
