@@ -169,3 +169,35 @@ def test_plan_says_it_under_the_table(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", env["HF_HUB_CACHE"])
     opts = advisor.fleet("MiniMaxAI/MiniMax-M2.5", 8192, rps=1)
     assert opts and all(o.risks[0].startswith("not deployable by advisor: vLLM") for o in opts)
+
+
+def test_a_config_of_a_model_type_vllm_cannot_read_is_refused_whatever_its_architecture(
+        cli, tmp_path):
+    """Kimi-K2-Instruct names DeepseekV3ForCausalLM, which vLLM 0.11.0 implements, but its
+    config is model_type kimi_k2 with custom code (auto_map): neither vLLM's config classes nor
+    transformers 4.57.6 know it, and without --trust-remote-code (advisor never passes it) the
+    server stops with "Failed to load the model config" (tests/test_lock_install.py reads it)."""
+    assert "kimi_k2" not in TABLE["model_types"]
+    assert {"deepseek_v3", "deepseek_v32", "gpt_oss", "llama", "qwen3_moe"} <= set(
+        TABLE["model_types"])
+    cfg = dict(json.loads((REPO / "catalogs/models/deepseek-ai--DeepSeek-R1.json").read_text()),
+               model_type="kimi_k2", auto_map={"AutoConfig": "configuration_deepseek.X"})
+    src = tmp_path / "kimi.json"
+    src.write_text(json.dumps(cfg))
+    spec = advisor.model_spec(str(src))
+    assert (spec.architectures, spec.config_model_type) == (("DeepseekV3ForCausalLM",), "kimi_k2")
+    kind, why = archs.support(spec.architectures, "0.11.0", spec.config_model_type)
+    assert kind == "refused" and "cannot read a kimi_k2 config" in why
+    env = cached(tmp_path, "moonshotai/Kimi-K2-Instruct", src)
+    out = tmp_path / "out"
+    r = cli("render", "--model", "moonshotai/Kimi-K2-Instruct", "--ctx", "8192", "--out",
+            str(out), env=env)
+    assert r.exit_code == 2 and "Failed to load the model config" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+    # every alias's own model type is readable (phi-4's quoted config names no architecture)
+    for alias in advisor.load_catalog().models:
+        assert advisor.model_spec(alias).config_model_type in TABLE["model_types"], alias
+    # a multimodal config's own type, not its text model's
+    kimi25 = advisor.model_spec(str(CONFIGS / "moonshotai--Kimi-K2.5.json"))
+    assert kimi25.config_model_type == json.loads(
+        (CONFIGS / "moonshotai--Kimi-K2.5.json").read_text())["model_type"]

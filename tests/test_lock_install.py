@@ -450,6 +450,10 @@ for arch in ("MiniMaxM2ForCausalLM", "Phi3SmallForCausalLM"):
         ModelRegistry._raise_for_unsupported([arch])
     except ValueError as exc:
         out[arch] = str(exc)[:120]
+import inspect
+from vllm.transformers_utils import config as C
+# an unknown model type, read without --trust-remote-code: AutoConfig's error, re-raised so
+out["config"] = "Failed to load the model config" in inspect.getsource(C.HFConfigParser.parse)
 print(json.dumps(out))
 """
 
@@ -472,6 +476,7 @@ def test_the_architecture_list_is_the_pinned_vllms_own(lock, tmp_path):
     assert out["MiniMaxM2ForCausalLM"].startswith(
         "Model architectures ['MiniMaxM2ForCausalLM'] are not supported for now")
     assert "was supported in vLLM until v0.9.2" in out["Phi3SmallForCausalLM"]
+    assert out["config"] is True
 
 
 MLA_FP8 = r"""

@@ -17,7 +17,10 @@ no network. Three sets:
   ``is_backend_compatible()`` is true — vLLM 0.11.0 falls back to its Transformers backend for
   them (_ModelRegistry._try_resolve_transformers with model_impl "auto"; slower than native);
 - ``previously_supported``: architectures the release names as removed, with the last release
-  that had them (registry._PREVIOUSLY_SUPPORTED_MODELS).
+  that had them (registry._PREVIOUSLY_SUPPORTED_MODELS);
+- ``model_types``: the config.json model types the server reads without --trust-remote-code
+  (vLLM's own config classes and transformers' AutoConfig): another one stops it with "Failed
+  to load the model config" (Kimi-K2's kimi_k2, whose architecture vLLM has).
 Custom code (a config's ``auto_map``) needs --trust-remote-code, which advisor never passes.
 
 Usage:
@@ -43,7 +46,9 @@ def collect() -> dict[str, object]:
     import transformers
     import vllm
     from transformers.models.auto import modeling_auto
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     from vllm.model_executor.models import registry
+    from vllm.transformers_utils.config import _CONFIG_REGISTRY
 
     native = sorted(registry._VLLM_MODELS)
     names: set[str] = set()
@@ -72,6 +77,10 @@ def collect() -> dict[str, object]:
         "native": native,
         "transformers_backend": backend,
         "previously_supported": dict(sorted(registry._PREVIOUSLY_SUPPORTED_MODELS.items())),
+        # the config.json model types the server can read without --trust-remote-code:
+        # vLLM's own config classes first (transformers_utils/config.py _CONFIG_REGISTRY), then
+        # transformers' AutoConfig (HFConfigParser.parse)
+        "model_types": sorted(set(CONFIG_MAPPING_NAMES) | set(_CONFIG_REGISTRY)),
     }
 
 

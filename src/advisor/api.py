@@ -872,7 +872,8 @@ def require_loadable(cat: Catalog, model: str, vllm_version: str) -> None:
     start-up on every replica, however the instance is sized."""
     from advisor.core.archs import support
 
-    kind, why = support(model_spec(model, catalog=cat).architectures, vllm_version)
+    spec = model_spec(model, catalog=cat)
+    kind, why = support(spec.architectures, vllm_version, spec.config_model_type)
     if kind == "refused":
         raise UserInputError(f"{why}; the server would stop at start-up",
                              hint=f"advisor deploys vLLM {vllm_version} (its lock): serve this "

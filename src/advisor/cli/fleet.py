@@ -152,7 +152,7 @@ def model_risk(model: str, vllm_version: str, catalog: Any) -> None:
     from advisor.core.archs import model_risk as risk
 
     spec = model_spec(model, catalog=catalog)
-    if line := risk(spec.architectures, vllm_version):
+    if line := risk(spec.architectures, vllm_version, spec.config_model_type):
         out.line(f"! {line}")
 
 

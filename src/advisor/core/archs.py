@@ -51,13 +51,29 @@ def table(vllm_version: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def support(architectures: Sequence[str], vllm_version: str) -> tuple[Support, str | None]:
-    """How vLLM ``vllm_version`` loads a model whose config names ``architectures``: "native";
-    "transformers" (its Transformers backend, with a note why that matters); "refused" (with
-    why); "unknown" (no architectures given, or no file for that release)."""
+def support(architectures: Sequence[str], vllm_version: str,
+            model_type: str = "") -> tuple[Support, str | None]:
+    """How vLLM ``vllm_version`` loads a model whose config names ``architectures`` and
+    ``model_type``: "native"; "transformers" (its Transformers backend, with a note why that
+    matters); "refused" (with why); "unknown" (no architectures given, or no file for that
+    release). A config of a model type neither vLLM nor transformers has a class for is
+    refused whatever its architecture: vLLM reads it without --trust-remote-code, which advisor
+    never passes, and stops with "Failed to load the model config" (Kimi-K2's kimi_k2)."""
     data = table(vllm_version)
     if data is None or not architectures:
         return "unknown", None
+    kind, why = _by_architecture(data, architectures, vllm_version)
+    types = data.get("model_types")
+    if kind != "refused" and model_type and types and model_type not in set(types):
+        return "refused", (
+            f"vLLM {vllm_version} cannot read a {model_type} config: neither vLLM nor "
+            f"transformers {data.get('transformers', '?')} has its config class, and advisor "
+            "never passes --trust-remote-code (\"Failed to load the model config\")")
+    return kind, why
+
+
+def _by_architecture(data: dict[str, Any], architectures: Sequence[str],
+                     vllm_version: str) -> tuple[Support, str | None]:
     native = set(data.get("native") or ())
     if any(a in native for a in architectures):
         return "native", None
@@ -78,8 +94,9 @@ def support(architectures: Sequence[str], vllm_version: str) -> tuple[Support, s
                        "architectures [...] are not supported for now\")")
 
 
-def model_risk(architectures: Sequence[str], vllm_version: str) -> str | None:
+def model_risk(architectures: Sequence[str], vllm_version: str,
+               model_type: str = "") -> str | None:
     """The line every offer of such a model carries (recommend's risks, plan's footer): None
     where the release loads it natively or advisor has no rule."""
-    kind, why = support(architectures, vllm_version)
+    kind, why = support(architectures, vllm_version, model_type)
     return f"not deployable by advisor: {why}" if kind == "refused" else why

@@ -136,6 +136,9 @@ class ModelSpec(BaseModel):
     #: config.json's ``architectures`` (the classes vLLM looks up in its model registry:
     #: :mod:`advisor.core.archs`); at most :data:`MAX_ARCHITECTURES` names kept
     architectures: tuple[str, ...] = ()
+    #: config.json's own ``model_type`` (a multimodal checkpoint's, not its text model's): the
+    #: config class vLLM must find without --trust-remote-code (:mod:`advisor.core.archs`)
+    config_model_type: str = ""
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -724,4 +727,5 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         vision=vision_tower(vcfg, hidden, name) if vcfg is not None else None,
         # the top level's: vLLM resolves the checkpoint's class, not its text model's
         architectures=_architectures(top.get("architectures")),
+        config_model_type=str(top.get("model_type") or "")[:MAX_ARCH_NAME],
     )

@@ -184,7 +184,8 @@ class _Ranker:
         self._confidence: dict[tuple[int, int], Confidence] = {}
         #: a model the release cannot load (or loads through its Transformers backend) is said
         #: on every offer: the same for all, so it changes no order
-        self.arch_risk = archs.model_risk(spec.architectures, engine.version)
+        self.arch_risk = archs.model_risk(spec.architectures, engine.version,
+                                          spec.config_model_type)
 
     def _fit_uncached(self, gpu_id: str, tp: int, pp: int) -> MemoryFit:
         g = self.cat.gpus[gpu_id]

@@ -375,7 +375,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
                      f"{req.gpu_architecture} GPUs (no bfloat16 below compute capability 8.0"
                      + (f"; float16 refused for {spec.model_type})" if dtype == "float32"
                         else ")"))
-    kind, why = archs.support(spec.architectures, engine.version)
+    kind, why = archs.support(spec.architectures, engine.version, spec.config_model_type)
     if why:
         notes.append(f"{why}: advisor's render and provision refuse it" if kind == "refused"
                      else why)
