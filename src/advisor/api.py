@@ -269,8 +269,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
         capability,
         kv_refusal,
         method_refusal,
-        mla_kv_refusal,
-        softcap_refusal,
+        serving_refusal,
     )
 
     if isinstance(dtype, str) and dtype.lower() in ("fp8", "float8", "fp8_e4m3", "int8", "int4"):
@@ -293,29 +292,20 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                              hint=f"pick an {', '.join(architectures_for(method))} GPU, or a "
                              "checkpoint quantized another way")
     eng = profile(vllm_version)
-    no = softcap_refusal(spec.attention_softcap, capability(cat.gpus[gid]), eng.version)
-    if no:
-        raise UserInputError(f"{spec.name} on {gid}: {no}",
-                             hint="pick an Ampere or newer GPU (compute capability 8.0+)")
-    no = kv_refusal(kv_cache_dtype, spec.quantization.kv_cache_dtype if spec.quantization
-                    else None, cat.gpus[gid].architecture, eng.version,
-                    eng.checkpoint_kv_dtype, method)
-    if not no and spec.mla is not None:
-        no = mla_kv_refusal(kv_cache_dtype, spec.quantization.kv_cache_dtype
-                            if spec.quantization else None, capability(cat.gpus[gid]), gid,
-                            eng.version, eng.checkpoint_kv_dtype)
-        if no:
-            raise UserInputError(f"{spec.name} on {gid}: {no}",
-                                 hint="--kv-cache-dtype auto, or an H100, H200 or B200")
-    if no:
+    refused = serving_refusal(spec, cat.gpus[gid], kv_cache_dtype, eng.version,
+                              eng.checkpoint_kv_dtype)
+    if refused:
+        what, no = refused
         arch = cat.gpus[gid].architecture
         e4m3_ok = kv_refusal("fp8", None, arch, eng.version, False, method) is None
-        raise UserInputError(f"{spec.name} on {gid}: {no}",
-                             hint=("--kv-cache-dtype fp8 (e4m3) or auto" if kv_cache_dtype ==
-                                   "fp8_e5m2" and e4m3_ok else
-                                   ("--kv-cache-dtype auto (the model's dtype), or " if
-                                    kv_cache_dtype != "auto" else "") + "an Ada, Hopper or "
-                                   "Blackwell GPU"))
+        hint = ("pick an Ampere or newer GPU (compute capability 8.0+)"
+                if what == "attention backend" else
+                "--kv-cache-dtype auto, or an H100, H200 or B200" if "MLA" in no else
+                "--kv-cache-dtype fp8 (e4m3) or auto" if kv_cache_dtype == "fp8_e5m2"
+                and e4m3_ok else
+                ("--kv-cache-dtype auto (the model's dtype), or " if kv_cache_dtype != "auto"
+                 else "") + "an Ada, Hopper or Blackwell GPU")
+        raise UserInputError(f"{spec.name} on {gid}: {no}", hint=hint)
     req = FitRequest(gpu_memory_gib=mem, gpu_name=cat.gpus[gid].name, tp=tp, pp=pp,
                      max_model_len=max_model_len,
                      gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
@@ -581,15 +571,12 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
     from advisor.core.ranking import Rejection, order, rank
     from advisor.core.sizing import weights_per_gpu
     from advisor.core.weights import (
-        capability,
         dtype_refusal,
         kernel_for,
-        kv_refusal,
         load_gib,
-        mla_kv_refusal,
         options,
         refusal,
-        softcap_refusal,
+        serving_refusal,
     )
 
     # the model catalog's entry matters only for fp8 (its published checkpoints): the default
@@ -610,22 +597,13 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
             no = refusal(w, g.architecture, g.fp8_tflops,
                          s.quantization.method if s.quantization else None)
             upcast = None if no else dtype_refusal(s.model_type, s.torch_dtype, g.architecture)
-            backend = None if no or upcast else softcap_refusal(
-                s.attention_softcap, capability(g), eng.version)
-            kv = None if no or upcast or backend else kv_refusal(
-                req.kv_cache_dtype, s.quantization.kv_cache_dtype if s.quantization else None,
-                g.architecture, eng.version, eng.checkpoint_kv_dtype,
-                s.quantization.method if s.quantization else None)
-            if not (no or upcast or backend or kv) and s.mla is not None:
-                kv = mla_kv_refusal(
-                    req.kv_cache_dtype, s.quantization.kv_cache_dtype if s.quantization
-                    else None, capability(g), g.id, eng.version, eng.checkpoint_kv_dtype)
-            if no or upcast or backend or kv:
+            start = None if no or upcast else serving_refusal(
+                s, g, req.kv_cache_dtype, eng.version, eng.checkpoint_kv_dtype)
+            if no or upcast or start:
                 rejected.append(Rejection(
                     provider=inst.provider, instance=inst.name,
-                    reason=no or upcast or backend or kv or "",
-                    by=("float32 only" if upcast else "attention backend" if backend
-                        else "fp8 KV cache" if kv
+                    reason=no or upcast or (start[1] if start else ""),
+                    by=("float32 only" if upcast else start[0] if start
                         else "--quantization" if w.scheme == "fp8"
                         else f"its {w.source} weights")))
             else:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from advisor.inputs import read_text
 
@@ -39,8 +40,19 @@ def locks_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "locks"
 
 
+@dataclass(frozen=True)
+class Table:
+    """One release's sets, read once per process (the ranking asks for every fit)."""
+
+    native: frozenset[str]
+    transformers_backend: frozenset[str]
+    previously_supported: dict[str, str]
+    model_types: frozenset[str]
+    transformers: str
+
+
 @functools.lru_cache(maxsize=8)
-def table(vllm_version: str) -> dict[str, Any] | None:
+def table(vllm_version: str) -> Table | None:
     """The architecture sets of vLLM ``vllm_version`` (None: advisor has no file for it)."""
     if not all(p.isdigit() for p in vllm_version.split(".")) or vllm_version.count(".") != 2:
         return None
@@ -48,7 +60,13 @@ def table(vllm_version: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     data = json.loads(read_text(path, limit=ARCHITECTURES_LIMIT, what="architecture list"))
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    return Table(native=frozenset(data.get("native") or ()),
+                 transformers_backend=frozenset(data.get("transformers_backend") or ()),
+                 previously_supported=dict(data.get("previously_supported") or {}),
+                 model_types=frozenset(data.get("model_types") or ()),
+                 transformers=str(data.get("transformers", "?")))
 
 
 def support(architectures: Sequence[str], vllm_version: str,
@@ -59,33 +77,31 @@ def support(architectures: Sequence[str], vllm_version: str,
     release). A config of a model type neither vLLM nor transformers has a class for is
     refused whatever its architecture: vLLM reads it without --trust-remote-code, which advisor
     never passes, and stops with "Failed to load the model config" (Kimi-K2's kimi_k2)."""
-    data = table(vllm_version)
-    if data is None or not architectures:
+    t = table(vllm_version)
+    if t is None or not architectures:
         return "unknown", None
-    kind, why = _by_architecture(data, architectures, vllm_version)
-    types = data.get("model_types")
-    if kind != "refused" and model_type and types and model_type not in set(types):
+    kind, why = _by_architecture(t, architectures, vllm_version)
+    if kind != "refused" and model_type and t.model_types and model_type not in t.model_types:
         return "refused", (
             f"vLLM {vllm_version} cannot read a {model_type} config: neither vLLM nor "
-            f"transformers {data.get('transformers', '?')} has its config class, and advisor "
-            "never passes --trust-remote-code (\"Failed to load the model config\")")
+            f"transformers {t.transformers} has its config class, and advisor never passes "
+            "--trust-remote-code (\"Failed to load the model config\")")
     return kind, why
 
 
-def _by_architecture(data: dict[str, Any], architectures: Sequence[str],
+def _by_architecture(t: Table, architectures: Sequence[str],
                      vllm_version: str) -> tuple[Support, str | None]:
-    native = set(data.get("native") or ())
-    if any(a in native for a in architectures):
+    if any(a in t.native for a in architectures):
         return "native", None
     names = ", ".join(architectures)
     # vLLM tries the Transformers backend for the first architecture only
-    if architectures[0] in set(data.get("transformers_backend") or ()):
+    if architectures[0] in t.transformers_backend:
         return "transformers", (
             f"vLLM {vllm_version} has no implementation of {names}: it runs it through its "
-            f"Transformers backend (transformers {data.get('transformers', '?')}), slower than "
-            "the native kernels these figures assume")
-    gone = data.get("previously_supported") or {}
-    last = next((gone[a] for a in architectures if a in gone), None)
+            f"Transformers backend (transformers {t.transformers}), slower than the native "
+            "kernels these figures assume")
+    last = next((t.previously_supported[a] for a in architectures
+                 if a in t.previously_supported), None)
     if last is not None:
         return "refused", (f"vLLM {vllm_version} no longer loads {names} (\"supported in "
                            f"vLLM until v{last}\")")

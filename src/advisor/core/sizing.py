@@ -279,7 +279,9 @@ FLASHMLA_BLOCK, CUTLASS_MLA_BLOCK = 64, 128
 def mla_block_size(spec: ModelSpec, cc: int | None, engine: EngineProfile) -> int:
     """The KV block size vLLM ``engine.version`` uses for ``spec`` on a GPU of compute
     capability ``cc`` x 10 (:data:`FLASHMLA_BLOCK` on 9.x, :data:`CUTLASS_MLA_BLOCK` on 10.0)."""
-    if spec.mla is None or cc is None or not engine.version.startswith("0.11."):
+    from advisor.core.weights import read_in
+
+    if spec.mla is None or cc is None or not read_in(engine.version):
         return engine.block_size
     if cc // 10 == 9:
         return FLASHMLA_BLOCK

@@ -223,6 +223,16 @@ def dtype_refusal(model_type: str, checkpoint_dtype: str, architecture: str | No
             "instability): twice the memory, and advisor has no float32 timings")
 
 
+#: the vLLM minor whose installed code (the lock venvs, tests/test_lock_install.py) the rules
+#: marked "held for that minor" were read in: they say nothing of other releases
+READ_MINOR = "0.11"
+
+
+def read_in(vllm_version: str) -> bool:
+    """Whether ``vllm_version`` is the minor those rules were read in (:data:`READ_MINOR`)."""
+    return vllm_version.startswith(READ_MINOR + ".")
+
+
 #: below compute capability 8.0 vLLM 0.11.0 runs every model's attention with FlexAttention
 #: (platforms/cuda.py get_attn_backend_cls: "FlexAttention is the default for older GPUs";
 #: V0 and its XFormers path are gone), whose FlexAttentionImpl.__init__ raises
@@ -230,14 +240,13 @@ def dtype_refusal(model_type: str, checkpoint_dtype: str, architecture: str | No
 #: flex_attention.py): a model with attention soft-capping (Gemma 2) does not start on a T4 or
 #: V100, in any dtype. Read in 0.11.0 as installed from the lock; held for that minor.
 FLEX_ATTENTION_BELOW = 80
-SOFTCAP_RULE_MINOR = "0.11"
 
 
 def softcap_refusal(softcap: bool, cc: int | None, vllm_version: str) -> str | None:
     """Why vLLM ``vllm_version`` will not start a model with attention soft-capping on a GPU of
     compute capability ``cc`` x 10 (None: it will, or advisor has no rule)."""
     if (not softcap or cc is None or cc >= FLEX_ATTENTION_BELOW
-            or not vllm_version.startswith(SOFTCAP_RULE_MINOR + ".")):
+            or not read_in(vllm_version)):
         return None
     return (f"vLLM {vllm_version} runs attention on compute capability {cc / 10:.1f} with "
             "FlexAttention, which has no logits soft-capping (\"FlexAttention does not support "
@@ -313,7 +322,7 @@ def kv_note(kv_cache_dtype: str, architecture: str | None, vllm_version: str) ->
     (:data:`KV_E5M2_HOPPER_CAPABILITY`'s note; the rule read in 0.11.0, held for that minor)."""
     cc = ARCH_COMPUTE_CAPABILITY.get(architecture or "")
     if (kv_cache_dtype != "fp8_e5m2" or cc is None or cc < KV_FP8_MIN_CAPABILITY
-            or cc == KV_E5M2_HOPPER_CAPABILITY or not vllm_version.startswith("0.11.")):
+            or cc == KV_E5M2_HOPPER_CAPABILITY or not read_in(vllm_version)):
         return None
     return (f"vLLM {vllm_version} as advisor installs it (no FlashInfer) keeps an fp8 KV cache "
             f"on {architecture} GPUs in its Triton backend, which stores every fp8 cache as "
@@ -338,7 +347,6 @@ def capability(gpu: Gpu) -> int | None:
 #: (v1/attention/backends/mla/triton_mla.py): an fp8 KV cache of an MLA model starts on
 #: these only. Read in 0.11.0 as installed from the lock; held for that minor.
 MLA_FP8_KV_CAPABILITIES = (90, 100)
-MLA_RULE_MINOR = "0.11"
 
 
 def mla_kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, cc: int | None,
@@ -350,13 +358,31 @@ def mla_kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, cc: int | Non
     if kv == "auto":
         kv = "fp8" if checkpoint_kv == "fp8" and reads_checkpoint_kv else "auto"
     if (not kv.startswith("fp8") or cc is None or cc in MLA_FP8_KV_CAPABILITIES
-            or not vllm_version.startswith(MLA_RULE_MINOR + ".")):
+            or not read_in(vllm_version)):
         return None
     own = " (the checkpoint's)" if kv_cache_dtype == "auto" else ""
     return (f"vLLM {vllm_version} runs MLA attention on {gpu} (compute capability "
             f"{cc / 10:.1f}) through Triton MLA, which has no fp8 KV cache{own} (\"TritonMLA "
             "V1 with FP8 KV cache not yet supported\"); FlashMLA (9.x) and CUTLASS MLA (10.0) "
             "have one")
+
+
+def serving_refusal(spec: ModelSpec, gpu: Gpu, kv_cache_dtype: str, vllm_version: str,
+                    reads_checkpoint_kv: bool) -> tuple[str, str] | None:
+    """(what, why) vLLM ``vllm_version`` will not start ``spec`` on ``gpu`` with this KV cache
+    dtype — "attention backend" (:func:`softcap_refusal`) or "fp8 KV cache" (:func:`kv_refusal`,
+    :func:`mla_kv_refusal`) — or None: the checks fit and the ranking both make, in one order."""
+    cc = capability(gpu)
+    if no := softcap_refusal(spec.attention_softcap, cc, vllm_version):
+        return "attention backend", no
+    q = spec.quantization
+    checkpoint_kv = q.kv_cache_dtype if q else None
+    no = kv_refusal(kv_cache_dtype, checkpoint_kv, gpu.architecture, vllm_version,
+                    reads_checkpoint_kv, q.method if q else None)
+    if not no and spec.mla is not None:
+        no = mla_kv_refusal(kv_cache_dtype, checkpoint_kv, cc, gpu.id, vllm_version,
+                            reads_checkpoint_kv)
+    return ("fp8 KV cache", no) if no else None
 
 
 #: vLLM 0.11.0 as advisor pins it runs NVFP4 experts (ModelOpt and compressed-tensors) on
@@ -369,7 +395,6 @@ def mla_kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, cc: int | Non
 #: takes an expert map. Read in the installed 0.11.0; held for that minor only.
 EP_REFUSED_METHODS = ("nvfp4", "compressed-tensors-fp4")
 EP_REFUSED_FROM_CAPABILITY = 100
-EP_RULE_MINOR = "0.11"
 
 
 def expert_parallel_refusal(method: str | None, architecture: str | None,
@@ -380,7 +405,7 @@ def expert_parallel_refusal(method: str | None, architecture: str | None,
     cc = ARCH_COMPUTE_CAPABILITY.get(architecture or "")
     if ((method or "").lower() not in EP_REFUSED_METHODS or cc is None
             or cc < EP_REFUSED_FROM_CAPABILITY
-            or not vllm_version.startswith(EP_RULE_MINOR + ".")):
+            or not read_in(vllm_version)):
         return None
     return (f"vLLM {vllm_version} runs {method} experts on {architecture} GPUs through "
             "cutlass_moe_fp4, which has no expert parallelism (\"Expert Parallelism / "
