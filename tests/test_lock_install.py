@@ -59,10 +59,13 @@ LOCKS = [pytest.param("vllm-0.11.0-cp310.txt", id="cp310"),
          pytest.param("vllm-0.11.0-cp311.txt", id="cp311")]
 
 
-def _run(python: Path, script: str, *args: str, tmp_path: Path) -> dict:
+def _run(python: Path, script: str, *args: str, tmp_path: Path,
+         vllm_cache: Path | None = None) -> dict:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "CUDA_VISIBLE_DEVICES": "", "HF_HOME": str(tmp_path / "hf")}
+    if vllm_cache is not None:
+        env["VLLM_CACHE_ROOT"] = str(vllm_cache)
     r = subprocess.run([str(python), "-c", script, *args], capture_output=True, text=True,
                        env=env, cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
@@ -479,11 +482,12 @@ def test_the_architecture_list_is_the_pinned_vllms_own(lock, tmp_path):
     assert out["config"] is True
 
 
-MLA_FP8 = r"""
+#: the installed vLLM's source, read as text: vllm/platforms/cuda.py imports vllm._C, which
+#: needs libcuda. body(): one method of one class; flat(): the same with its whitespace folded
+SOURCE_READER = r"""
 import ast, importlib.util, json, re
 from pathlib import Path
 root = Path(importlib.util.find_spec("vllm").submodule_search_locations[0])
-# vllm/platforms/cuda.py imports vllm._C, which needs libcuda: read the files as text
 def body(rel, cls, name):
     text = (root / rel).read_text()
     for node in ast.walk(ast.parse(text)):
@@ -492,6 +496,11 @@ def body(rel, cls, name):
                 if isinstance(f, ast.FunctionDef) and f.name == name:
                     return ast.get_source_segment(text, f)
     raise SystemExit(f"{rel}: no {cls}.{name}")
+def flat(rel, cls, name):
+    return " ".join(body(rel, cls, name).split())
+"""
+
+MLA_FP8 = SOURCE_READER + r"""
 pick = body("platforms/cuda.py", "CudaPlatformBase", "get_attn_backend_cls")
 cfg = body("platforms/cuda.py", "CudaPlatformBase", "check_and_update_config")
 fm = (root / "attention/ops/flashmla.py").read_text()
@@ -529,3 +538,198 @@ def test_the_attention_backend_rules_are_the_pinned_vllms_own(lock, tmp_path):
                    "flex_below_80": True, "flex_refuses_softcap": True,
                    "blocks": ["16", "64", "128", "64", "64"],
                    "fast_ones_take_fp8": True}
+
+
+
+BACKENDS = SOURCE_READER + r"""
+pick = flat("platforms/cuda.py", "CudaPlatformBase", "get_attn_backend_cls")
+flex = flat("v1/attention/backends/flex_attention.py", "FlexAttentionImpl", "__init__")
+fa = "v1/attention/backends/flash_attn.py"
+tri = "v1/attention/backends/triton_attn.py"
+models = {m: (root / "model_executor/models" / f"{m}.py").read_text()
+          for m in ("bloom", "mpt", "jais", "falcon", "baichuan")}
+print(json.dumps({
+    "fa_head_sizes": json.loads(re.search(r"return (\[[\d, ]+\])", flat(
+        fa, "FlashAttentionBackend", "get_supported_head_sizes")).group(1)),
+    "triton_off_hopper": "if (has_sink or use_fp8_kv_cache) and not "
+                         "cls.is_device_capability(90): " in pick,
+    "flex_for_other_heads": 'use_flex_attention_reason["head_size"] = head_size' in pick,
+    "flex_refuses": [m for m in ("logits soft cap", "alibi slopes", "quantized kv-cache")
+                     if f"FlexAttention does not support {m}" in flex],
+    "fa3_on_hopper": "fa_version = 3 if (device_capability.major == 9" in " ".join(
+        (root / "attention/utils/fa_utils.py").read_text().split()),
+    "v1_asks_without_alibi": "self.vllm_flash_attn_version = get_flash_attn_version()"
+                             in flat(fa, "FlashAttentionImpl", "__init__"),
+    "fa3_refuses_alibi": 'assert alibi_slopes is None, "Alibi is not supported in FA3"'
+                         in (root / "vllm_flash_attn/flash_attn_interface.py").read_text(),
+    "triton_head_floor": "if head_size < 32:" in flat(tri, "TritonAttentionBackend",
+                                                       "validate_head_size")
+                         and "TritonAttentionBackend.validate_head_size(head_size)"
+                         in flat(tri, "TritonAttentionImpl", "__init__"),
+    "alibi_models": sorted(m for m, t in models.items() if "alibi_slopes=alibi_slopes" in t),
+    "falcon_alibi_flag": "self.use_alibi = config.alibi" in models["falcon"],
+    "baichuan_7b_rope": "if config.hidden_size == 4096:  # baichuan2 7b" in models["baichuan"],
+}))
+"""
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_attention_backend_choice_is_the_pinned_vllms_own(lock, tmp_path):
+    """advisor.core.weights.attention_backend and attention_refusal, read off the installed
+    vLLM: FlashAttention's head sizes; Triton for an fp8 KV cache or sinks off Hopper;
+    FlexAttention for any other head size, refusing soft-capping, ALiBi and a quantized KV
+    cache; Hopper's FlashAttention is FA3, which V1 asks for without ALiBi and which asserts
+    "Alibi is not supported in FA3"; Triton needs head size 32; the models that pass ALiBi
+    slopes (advisor.core.model.uses_alibi)."""
+    from advisor.core import weights
+    from advisor.core.model import ALIBI_ARCHITECTURES
+
+    out = _run(_python(lock), BACKENDS, tmp_path=tmp_path)
+    assert out["fa_head_sizes"] == list(weights.FA_HEAD_SIZES)
+    assert out == {**out, "triton_off_hopper": True, "flex_for_other_heads": True,
+                   "flex_refuses": ["logits soft cap", "alibi slopes", "quantized kv-cache"],
+                   "fa3_on_hopper": True, "v1_asks_without_alibi": True,
+                   "fa3_refuses_alibi": True, "triton_head_floor": True,
+                   "alibi_models": ["baichuan", "bloom", "falcon", "jais", "mpt"],
+                   "falcon_alibi_flag": True, "baichuan_7b_rope": True}
+    assert {"BloomForCausalLM", "MPTForCausalLM", "JAISLMHeadModel"} <= set(ALIBI_ARCHITECTURES)
+
+
+# --- the model geometry vLLM reads off a config.json ----------------------------------------
+
+GEOMETRY = r"""
+import contextlib, json, logging, os, sys, warnings
+warnings.filterwarnings("ignore")
+with contextlib.redirect_stdout(sys.stderr):
+    from vllm.config import ModelConfig, ParallelConfig
+logging.disable(logging.WARNING)
+asked = json.loads(sys.argv[1])
+out = {}
+for name, (folder, lengths) in asked.items():
+    row = {"accepted": {}}
+    for n in lengths:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                m = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True,
+                                max_model_len=n)
+        except Exception as e:  # the refusal of a length, or of the whole config
+            msg = str(e)
+            row["accepted"][str(n)] = False
+            if "is greater than the derived max_model_len" not in msg:
+                row["error"] = msg[:300]
+            continue
+        pc = ParallelConfig()
+        row["accepted"][str(n)] = m.max_model_len == n
+        row.update(kv=m.get_total_num_kv_heads(), heads=m.get_num_attention_heads(pc),
+                   head=m.get_head_size(), layers=m.get_num_layers(pc), mla=m.use_mla,
+                   dtype=str(m.dtype).removeprefix("torch."))
+    out[name] = row
+print(json.dumps(out))
+"""
+
+PARAMS = r"""
+import contextlib, json, logging, sys, warnings
+warnings.filterwarnings("ignore")
+with contextlib.redirect_stdout(sys.stderr):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+logging.disable(logging.WARNING)
+out = {}
+for name, folder in json.loads(sys.argv[1]).items():
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            cfg = AutoConfig.from_pretrained(folder)
+            with torch.device("meta"):  # shapes only: no memory, no weights
+                model = AutoModelForCausalLM.from_config(cfg)
+        out[name] = sum(p.numel() for p in model.parameters())
+    except ValueError as e:
+        out[name] = str(e)[:200]
+print(json.dumps(out))
+"""
+
+#: configs shaped like public model families whose config.json differs from Llama's (see
+#: tests/fixtures/configs/README.md), and every catalog model's
+GEOMETRY_CONFIGS = sorted((ROOT / "tests" / "fixtures" / "configs").glob("*.json")) + sorted(
+    (ROOT / "catalogs" / "models").glob("*.json"))
+#: model types transformers 4.57.6 has no class for (vLLM's own config classes read them):
+#: transformers cannot build their model to count parameters
+CUSTOM_CODE = {"chatglm-defaults", "glm-4-9b-chat", "falcon-40b-old", "falcon-rw-7b-old",
+               "jais-13b"}
+
+
+def _config_folders(tmp_path: Path) -> dict[str, tuple[Path, dict]]:
+    """One folder with a config.json per config (a catalog subset without "architectures"
+    names the class its model_type maps to, as the real checkpoint does: phi-4's)."""
+    out = {}
+    for path in GEOMETRY_CONFIGS:
+        cfg = json.loads(path.read_text())
+        if not cfg.get("architectures") and cfg.get("model_type") == "phi3":
+            cfg["architectures"] = ["Phi3ForCausalLM"]
+        folder = tmp_path / "configs" / path.stem
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(cfg))
+        out[path.stem] = (folder, cfg)
+    return out
+
+
+def test_advisor_reads_a_config_as_the_pinned_vllm_does(tmp_path):
+    """advisor.core.model.spec_from_config against vLLM 0.11.0's own ModelConfig built from the
+    same config.json on the CPU: total KV heads, attention heads, head size, layers, dtype,
+    MLA, and the longest --max-model-len it starts with (advisor's limit accepted, one more
+    refused; no limit: a million accepted). Falcon-7B and StarCoder are multi-query, DBRX and
+    MPT keep KV heads in attn_config, ChatGLM in multi_query_group_num, GPTBigCode without
+    multi_query is multi-query by its class's default, a Llama config without
+    max_position_embeddings is 2048 long, Command-R's model_max_length wins, Gemma 3's length
+    is not scaled again."""
+    from advisor.core.model import spec_from_config
+    from advisor.core.sizing import max_len_limit, resolve_dtype
+
+    folders = _config_folders(tmp_path)
+    specs = {name: spec_from_config(cfg, name) for name, (_, cfg) in folders.items()}
+    asked = {}
+    for name, spec in specs.items():
+        limit = max_len_limit(spec)
+        asked[name] = [str(folders[name][0]), [limit, limit + 1] if limit else [1 << 20]]
+    # vLLM inspects each architecture's module in a fresh interpreter (~7 s each,
+    # registry._run_in_subprocess) and keeps what it learnt under VLLM_CACHE_ROOT/modelinfos,
+    # keyed by the module's hash: kept beside the lock venvs, a second run takes seconds. One
+    # lock: both lock files pin vllm==0.11.0 and transformers==4.57.6
+    lock = LOCKS[1].values[0]
+    got = _run(_python(lock), GEOMETRY, json.dumps(asked), tmp_path=tmp_path,
+               vllm_cache=_venv(lock).parent / "vllm-cache")
+    assert set(got) == set(specs)
+    for name, spec in specs.items():
+        row = got[name]
+        assert "error" not in row, (name, row)
+        lengths = asked[name][1]
+        assert row["accepted"][str(lengths[0])] is True, (name, row)
+        if len(lengths) == 2:
+            assert row["accepted"][str(lengths[1])] is False, (name, row)
+        mine = {"heads": spec.num_heads, "layers": spec.num_layers,
+                "dtype": resolve_dtype(spec, "auto"), "mla": spec.mla is not None}
+        if spec.mla is None:
+            mine.update(kv=spec.num_kv_heads, head=spec.head_dim)
+        else:  # vLLM pages one latent vector per token: kv_lora_rank + the rope part
+            mine.update(kv=row["kv"], head=spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim)
+        assert mine == {k: row[k] for k in mine}, name
+
+
+def test_advisor_counts_parameters_as_transformers_builds_the_model(tmp_path):
+    """The weights advisor sizes (ModelSpec.param_counts()["total"]) against the model
+    transformers 4.57.6 (the lock's) builds from the same config.json on the meta device: every
+    catalog model and every family-shaped config within 0.1% — ungated MLPs (Falcon, BLOOM,
+    MPT, GPT-J, GPT-NeoX, Phi-2, StarCoder2), tied heads by the class's default, learned
+    position tables (GPT-2, GPTBigCode, OPT), DBRX's experts. The custom-code families (vLLM
+    reads them with its own config classes) are the only ones transformers cannot build."""
+    from advisor.core.model import spec_from_config
+
+    folders = _config_folders(tmp_path)
+    got = _run(_python(LOCKS[1].values[0]), PARAMS,
+               json.dumps({n: str(f) for n, (f, _) in folders.items()}), tmp_path=tmp_path)
+    unbuilt = {n for n, v in got.items() if not isinstance(v, int)}
+    assert unbuilt == CUSTOM_CODE, {n: got[n] for n in unbuilt ^ CUSTOM_CODE}
+    for name, (_, cfg) in folders.items():
+        if name in CUSTOM_CODE:
+            continue
+        mine = spec_from_config(cfg, name).param_counts()["total"]
+        assert abs(mine - got[name]) <= 0.001 * got[name], (name, mine, got[name])

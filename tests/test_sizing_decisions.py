@@ -345,7 +345,13 @@ def test_cuda_graph_memory():
                                                         "factor": 32.0}}, 4096),
     # a yarn block without a factor extends nothing
     ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn"}}, 4096),
-    ({}, None),
+    # none stated: LlamaConfig's default max_position_embeddings, as vLLM reads the file
+    ({}, 2048),
+    ({"n_positions": 8192, "max_position_embeddings": 4096}, 4096),  # the smallest key wins
+    ({"model_max_length": 65536, "max_position_embeddings": 4096}, 65536),  # Command-R's
+    ({"max_seq_len": 2048, "model_type": "mpt"}, 2048),
+    # no key and no class to default from: vLLM takes --max-model-len as given
+    ({"model_type": ""}, None),
 ])
 def test_longest_context(cfg, limit):
     assert max_len_limit(spec(**cfg)) == limit
@@ -455,7 +461,7 @@ def test_mla_keeps_the_latent_projection_whole():
 
 
 def test_defaults_without_a_position_limit():
-    s = spec()  # no max_position_embeddings
+    s = spec(model_type="")  # no length key, and no config class to take a default from
     r = fit(s, FitRequest(gpu_memory_gib=24, gpu_name="L4"), NEW)
     assert r.max_model_len == 4096
     layer = (2 * 512 * 8 * 64 + 2 * 512 * 8 * 64 + 3 * 512 * 2048) * 2 + 2 * 512 * 2
@@ -487,7 +493,7 @@ def test_the_cuda_graph_note(version, eager, noted):
 
 
 def test_the_fit_reports_its_peak_and_offload_to_four_decimals():
-    qwen_vocab = spec(vocab_size=151936)
+    qwen_vocab = spec(vocab_size=151936, max_position_embeddings=8192)
     r = fit(qwen_vocab, FitRequest(gpu_memory_gib=24, gpu_name="NVIDIA L4", max_model_len=8192,
                                    cpu_offload_gib=1 / 30), NEW)
     act = 0.0525 + 2048 * 512 * 2 / GIB + 256 * 151936 * 38.06 / GIB  # 1.43315... GiB

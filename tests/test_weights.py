@@ -360,7 +360,7 @@ def test_gemma_2s_soft_capping_does_not_start_below_ampere_in_vllm_0_11(tmp_path
     """vLLM 0.11.0 runs attention below compute capability 8.0 with FlexAttention, which
     raises "FlexAttention does not support logits soft cap yet" (tests/test_lock_install.py
     reads it): fit had sized Gemma 2 on 4 x T4 as fitting."""
-    from advisor.core.weights import softcap_refusal
+    from advisor.core.weights import attention_refusal
 
     assert advisor.model_spec("gemma-2-9b").attention_softcap
     assert not advisor.model_spec("llama-3.1-8b").attention_softcap
@@ -370,9 +370,11 @@ def test_gemma_2s_soft_capping_does_not_start_below_ampere_in_vllm_0_11(tmp_path
     assert "hint: pick an Ampere or newer GPU" in r.stderr
     # 8.6: FlashAttention, which soft-caps
     assert advisor.fit("gemma-2-9b", "A10G", max_model_len=4096)[0].dtype == "bfloat16"
-    assert softcap_refusal(True, 75, "0.14.0") is None  # read in 0.11 only
-    assert softcap_refusal(True, 80, "0.11.0") is None
-    assert softcap_refusal(False, 70, "0.11.0") is None
+    gemma = advisor.model_spec("gemma-2-9b")
+    assert attention_refusal(gemma, 75, False, "0.14.0") is None  # read in 0.11 only
+    assert attention_refusal(gemma, 80, False, "0.11.0") is None
+    assert attention_refusal(gemma, 75, False, "0.11.0")[0] == "attention backend"
+    assert attention_refusal(advisor.model_spec("llama-3.1-8b"), 70, False, "0.11.0") is None
     # a soft-capped model that would not upcast (float16 checkpoint type) is refused on its
     # own label in the ranking
     cfg = dict(CAT.model_configs["llama-3.1-8b"], attn_logit_softcapping=30.0)

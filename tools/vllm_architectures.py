@@ -21,6 +21,15 @@ no network. Three sets:
 - ``model_types``: the config.json model types the server reads without --trust-remote-code
   (vLLM's own config classes and transformers' AutoConfig): another one stops it with "Failed
   to load the model config" (Kimi-K2's kimi_k2, whose architecture vLLM has).
+- ``config_defaults`` and ``config_aliases``: per model type, what the config class the server
+  reads the config with supplies when config.json leaves a geometry key out (its __init__
+  defaults: Falcon and GPTBigCode are multi-query unless told otherwise, LlamaConfig's
+  max_position_embeddings is 2048) and which keys it renames (attribute_map: GPTBigCode's
+  max_position_embeddings is n_positions); whether an unstated tie_word_embeddings ties the
+  output head (PretrainedConfig says yes, LlamaConfig no). vLLM reads KV heads, head size and
+  the longest max_model_len off that object (vllm/config/model.py get_total_num_kv_heads,
+  get_head_size, _get_and_verify_max_len), so advisor's sizer reads config.json through the
+  same table.
 Custom code (a config's ``auto_map``) needs --trust-remote-code, which advisor never passes.
 
 Usage:
@@ -41,6 +50,85 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+#: the config keys vLLM 0.11.0 reads the KV geometry and the longest context from
+#: (vllm/config/model.py: _get_and_verify_max_len's possible_keys, get_total_num_kv_heads,
+#: get_head_size); advisor.core.model reads the same ones
+GEOMETRY_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                 "model_max_length", "max_target_positions", "max_sequence_length",
+                 "max_seq_length", "seq_len", "multi_query", "new_decoder_architecture",
+                 "n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                 "head_dim", "hidden_size_per_head", "num_attention_heads", "hidden_size",
+                 "num_hidden_layers")
+
+
+def config_classes() -> dict[str, type]:
+    """model_type -> the class the server parses that config.json with: vLLM's own first
+    (transformers_utils/config.py _CONFIG_REGISTRY, names of vllm.transformers_utils.configs),
+    then transformers' AutoConfig mapping (HFConfigParser.parse)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from vllm.transformers_utils import configs
+    from vllm.transformers_utils.config import _CONFIG_REGISTRY
+
+    out: dict[str, type] = {}
+    for model_type in sorted(set(CONFIG_MAPPING.keys()) | set(_CONFIG_REGISTRY)):
+        cls = _CONFIG_REGISTRY.get(model_type)
+        if isinstance(cls, str):
+            cls = getattr(configs, cls, None)
+        if cls is None:
+            try:
+                cls = CONFIG_MAPPING[model_type]
+            except Exception:  # noqa: BLE001 - a class whose module needs an optional extra
+                continue
+        if isinstance(cls, type):
+            out[model_type] = cls
+    return out
+
+
+def geometry_defaults() -> tuple[dict[str, dict[str, object]], dict[str, dict[str, str]]]:
+    """Per model type: the geometry keys' __init__ defaults (int or bool, not None), and the
+    attribute_map renames that touch a geometry key."""
+    import inspect
+
+    defaults: dict[str, dict[str, object]] = {}
+    aliases: dict[str, dict[str, str]] = {}
+    for model_type, cls in config_classes().items():
+        try:
+            params = inspect.signature(cls.__init__).parameters
+        except (TypeError, ValueError):
+            continue
+        found = {k: p.default for k in GEOMETRY_KEYS if (p := params.get(k)) is not None
+                 and isinstance(p.default, (int, bool)) and not isinstance(p.default, float)}
+        # only the keys that decide KV heads, head size and length; the dimensions a config
+        # always states (heads, hidden, layers) are kept out unless they are renamed
+        found = {k: v for k, v in found.items()
+                 if k not in ("num_attention_heads", "hidden_size", "num_hidden_layers")}
+        tie = _tie_default(cls, params)
+        if tie is not None:
+            found["tie_word_embeddings"] = tie
+        if found:
+            defaults[model_type] = dict(sorted(found.items()))
+        amap = getattr(cls, "attribute_map", None) or {}
+        renamed = {str(a): str(t) for a, t in amap.items()
+                   if a in GEOMETRY_KEYS or t in GEOMETRY_KEYS}
+        if renamed:
+            aliases[model_type] = dict(sorted(renamed.items()))
+    return defaults, aliases
+
+
+def _tie_default(cls: type, params: object) -> bool | None:
+    """Whether a config of this class that does not say ties its output head to the input
+    embedding: the value a default instance holds (PretrainedConfig's default is True; many
+    classes pass False), else the __init__ default; None where neither can be read."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            value = cls().tie_word_embeddings
+    except Exception:  # noqa: BLE001 - classes that need arguments or optional extras
+        p = params.get("tie_word_embeddings") if isinstance(params, dict) or hasattr(
+            params, "get") else None
+        value = getattr(p, "default", None)
+    return value if isinstance(value, bool) else None
+
+
 def collect() -> dict[str, object]:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     import transformers
@@ -51,6 +139,7 @@ def collect() -> dict[str, object]:
     from vllm.transformers_utils.config import _CONFIG_REGISTRY
 
     native = sorted(registry._VLLM_MODELS)
+    defaults, aliases = geometry_defaults()
     names: set[str] = set()
     for attr in dir(modeling_auto):
         table = getattr(modeling_auto, attr)
@@ -81,6 +170,8 @@ def collect() -> dict[str, object]:
         # vLLM's own config classes first (transformers_utils/config.py _CONFIG_REGISTRY), then
         # transformers' AutoConfig (HFConfigParser.parse)
         "model_types": sorted(set(CONFIG_MAPPING_NAMES) | set(_CONFIG_REGISTRY)),
+        "config_defaults": defaults,
+        "config_aliases": aliases,
     }
 
 

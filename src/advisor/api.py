@@ -298,8 +298,12 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
         what, no = refused
         arch = cat.gpus[gid].architecture
         e4m3_ok = kv_refusal("fp8", None, arch, eng.version, False, method) is None
-        hint = ("pick an Ampere or newer GPU (compute capability 8.0+)"
-                if what == "attention backend" else
+        hint = ("pick an Ampere, Ada or Blackwell GPU (FlashAttention 2 there takes ALiBi)"
+                if "FA3" in no else
+                "pick an Ampere or newer GPU (compute capability 8.0+)"
+                if what == "attention backend" and "compute capability" in no else
+                "--kv-cache-dtype auto" if "FlexAttention" in no else
+                "a model of head size 32 or more" if what == "attention backend" else
                 "--kv-cache-dtype auto, or an H100, H200 or B200" if "MLA" in no else
                 "--kv-cache-dtype fp8 (e4m3) or auto" if kv_cache_dtype == "fp8_e5m2"
                 and e4m3_ok else

@@ -21,11 +21,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from advisor.inputs import read_text
 
-#: the shipped file is ~13 KB
+#: the shipped file is ~60 KB (the config-class defaults are most of it)
 ARCHITECTURES_LIMIT = 256 * 1024
 
 Support = Literal["native", "transformers", "refused", "unknown"]
@@ -49,6 +49,10 @@ class Table:
     previously_supported: dict[str, str]
     model_types: frozenset[str]
     transformers: str
+    #: model_type -> {key: the config class's default} for the geometry keys
+    config_defaults: dict[str, dict[str, int | bool]]
+    #: model_type -> {key: the name the config class stores it under} (attribute_map)
+    config_aliases: dict[str, dict[str, str]]
 
 
 @functools.lru_cache(maxsize=8)
@@ -66,7 +70,28 @@ def table(vllm_version: str) -> Table | None:
                  transformers_backend=frozenset(data.get("transformers_backend") or ()),
                  previously_supported=dict(data.get("previously_supported") or {}),
                  model_types=frozenset(data.get("model_types") or ()),
-                 transformers=str(data.get("transformers", "?")))
+                 transformers=str(data.get("transformers", "?")),
+                 config_defaults=_nested(data.get("config_defaults"), (int, bool)),
+                 config_aliases=_nested(data.get("config_aliases"), (str,)))
+
+
+def _nested(value: object, kinds: tuple[type, ...]) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(t): {str(k): v for k, v in d.items() if isinstance(v, kinds)}
+            for t, d in value.items() if isinstance(d, dict)}
+
+
+def config_geometry(model_type: str) -> tuple[dict[str, int | bool], dict[str, str]]:
+    """(defaults, renames) of the config class the deployed release reads a ``model_type``
+    config with (the default vLLM's file; the class defaults are its transformers' and its own
+    config classes'): empty where advisor has no file or no entry."""
+    from advisor.core.defaults import DEFAULT_VLLM_VERSION
+
+    t = table(DEFAULT_VLLM_VERSION)
+    if t is None or not model_type:
+        return {}, {}
+    return t.config_defaults.get(model_type, {}), t.config_aliases.get(model_type, {})
 
 
 def support(architectures: Sequence[str], vllm_version: str,

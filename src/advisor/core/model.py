@@ -107,12 +107,19 @@ class ModelSpec(BaseModel):
     intermediate_size: int = Field(ge=0)
     vocab_size: int = Field(gt=0)
     max_position_embeddings: int | None = None
+    #: the length vLLM derives before rope scaling (``_get_and_verify_max_len``: the smallest of
+    #: its length keys, model_max_length over them; :func:`max_len_base`) and the key it came
+    #: from; None where the config (and its class's defaults) has none of them
+    max_len_base: int | None = None
+    max_len_key: str | None = None
     #: rope scaling factor (None: no scaling): a context above max_position_embeddings needs it
     rope_scaling_factor: float | None = None
     rope_scaling_type: str | None = None
     #: yarn's original_max_position_embeddings (the trained length the factor extends)
     rope_original_max_position_embeddings: int | None = None
     tie_word_embeddings: bool = False
+    #: rows of a learned position-embedding table (GPT-2, GPTBigCode, OPT), 0 for rotary/ALiBi
+    position_embeddings: int = Field(default=0, ge=0)
     torch_dtype: str = "bfloat16"
     attention_bias: bool = False
     gated_mlp: bool = True
@@ -124,8 +131,12 @@ class ModelSpec(BaseModel):
     quantization: Quantization | None = None
     attention_sinks: bool = False
     #: tanh soft-capping of the attention logits (Gemma 2's ``attn_logit_softcapping``), which
-    #: not every vLLM attention backend implements (:func:`advisor.core.weights.softcap_refusal`)
+    #: not every vLLM attention backend implements (:func:`advisor.core.weights.attention_refusal`)
     attention_softcap: bool = False
+    #: ALiBi attention biases instead of rotary positions (BLOOM, MPT, Jais, a Falcon with
+    #: ``alibi``, Baichuan 13B: the models vLLM passes alibi_slopes for), which FlashAttention 3
+    #: and FlexAttention do not take (:func:`advisor.core.weights.attention_refusal`)
+    attention_alibi: bool = False
     #: sliding layers rotate with their own unscaled base (Gemma 3's rope_local_base_freq), so
     #: vLLM builds a second cos/sin cache of max_position_embeddings positions
     #: (vllm/model_executor/models/gemma3.py: get_rope per layer kind, cached by its arguments)
@@ -295,7 +306,8 @@ class ModelSpec(BaseModel):
         return experts, router + shared
 
     def embedding_params(self) -> int:
-        return self.padded_vocab * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        return (self.padded_vocab * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+                + self.position_embeddings * self.hidden_size)
 
     def param_counts(self) -> dict[str, int]:
         """Total and active-per-token parameters, and how many sit in MoE experts."""
@@ -615,6 +627,109 @@ def _architectures(value: Any) -> tuple[str, ...]:
     return tuple(str(a)[:MAX_ARCH_NAME] for a in value[:MAX_ARCHITECTURES] if isinstance(a, str))
 
 
+#: the model types vLLM 0.11.0 treats as Falcon when it counts KV heads: with
+#: new_decoder_architecture the multi_query flag is ignored (get_total_num_kv_heads)
+FALCON_MODEL_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
+#: the keys vLLM 0.11.0 takes the model's length from, smallest wins (``_get_and_verify_max_len``
+#: possible_keys, vllm/config/model.py); a model_max_length overrides them all
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                "model_max_length", "max_target_positions", "max_sequence_length",
+                "max_seq_length", "seq_len")
+#: model types whose MLP is one up and one down projection (no gate): transformers' modeling_
+#: gpt2, opt, gpt_bigcode, falcon (RefinedWeb), bloom, mpt, gptj, gpt_neox, phi and starcoder2;
+#: their parameter counts are checked against transformers' own models in a lock test
+UNGATED_MLP_MODEL_TYPES = ("gpt2", "opt", "gpt_bigcode", "falcon", "RefinedWeb",
+                           "RefinedWebModel", "bloom", "mpt", "gptj", "gpt_neox", "phi",
+                           "starcoder2")
+#: the attributes it reads KV heads from, first present wins (get_total_num_kv_heads)
+KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num")
+
+
+#: the architectures vLLM 0.11.0 always builds with ALiBi slopes (model_executor/models:
+#: bloom.py, mpt.py — which asserts attn_config.alibi —, jais.py)
+ALIBI_ARCHITECTURES = ("BloomForCausalLM", "MPTForCausalLM", "MptForCausalLM", "JAISLMHeadModel")
+
+
+def uses_alibi(architectures: tuple[str, ...], cfg: dict[str, Any], hidden: int) -> bool:
+    """Whether vLLM 0.11.0 builds this model's attention with ALiBi slopes: the architectures of
+    :data:`ALIBI_ARCHITECTURES`; Falcon when its config says ``alibi`` (falcon.py); Baichuan's
+    BaichuanForCausalLM unless it is the 7B (hidden_size 4096: rotary; baichuan.py)."""
+    if any(a in ALIBI_ARCHITECTURES for a in architectures):
+        return True
+    if any(a in ("FalconForCausalLM", "RWForCausalLM") for a in architectures):
+        return bool(cfg.get("alibi"))
+    return "BaichuanForCausalLM" in architectures and hidden != 4096
+
+
+def learned_positions(cfg: dict[str, Any], name: str, model_type: str) -> int:
+    """Rows of the learned position table: GPT-2 and GPTBigCode hold n_positions (wpe), OPT
+    max_position_embeddings + 2 (OPTLearnedPositionalEmbedding's offset; transformers' and
+    vLLM's modeling files)."""
+    if model_type in ("gpt2", "gpt_bigcode"):
+        return _int(cfg, name, "n_positions", "max_position_embeddings", default=0,
+                    limit="max_position_embeddings")
+    if model_type == "opt":
+        return _int(cfg, name, "max_position_embeddings", default=0) + 2
+    return 0
+
+
+def with_class_defaults(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """``cfg`` as the config object vLLM reads it through: the keys config.json leaves out take
+    their class's defaults (GPTBigCode and Falcon are multi-query unless told otherwise,
+    LlamaConfig's max_position_embeddings is 2048), and a renamed key is also there under the
+    name the class stores it as (GPTBigCode's max_position_embeddings is n_positions). The
+    table is the deployed release's transformers and vLLM config classes
+    (:func:`advisor.core.archs.config_geometry`, read off the lock by
+    tools/vllm_architectures.py)."""
+    from advisor.core.archs import config_geometry
+
+    defaults, aliases = config_geometry(model_type)
+    if not defaults and not aliases:
+        return cfg
+    out = dict(cfg)
+    for alias, target in aliases.items():
+        if out.get(alias) is not None and out.get(target) is None:
+            out[target] = out[alias]
+    for key, value in defaults.items():
+        if out.get(key) is None:
+            out[key] = value
+    return out
+
+
+def _section(cfg: dict[str, Any], key: str) -> dict[str, Any]:
+    """A nested block of the config (MPT's and DBRX's attn_config, DBRX's ffn_config), else {}."""
+    value = cfg.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def total_kv_heads(cfg: dict[str, Any], name: str, model_type: str, heads: int) -> int:
+    """The KV heads vLLM 0.11.0 counts (vllm/config/model.py get_total_num_kv_heads): one for a
+    multi-query model (GPTBigCode, Falcon-7B) unless it is a Falcon of the new decoder
+    architecture; MPT and DBRX from attn_config.kv_n_heads; else n_head_kv, num_kv_heads,
+    num_key_value_heads or multi_query_group_num (ChatGLM), else one per attention head."""
+    new_falcon = model_type in FALCON_MODEL_TYPES and cfg.get("new_decoder_architecture")
+    if not new_falcon and cfg.get("multi_query"):
+        return 1
+    if model_type in ("mpt", "dbrx"):
+        attn = _section(cfg, "attn_config")
+        return _int(attn, name, "kv_n_heads", default=heads, limit="num_key_value_heads")
+    return _int(cfg, name, *KV_HEAD_KEYS, default=heads, limit="num_key_value_heads")
+
+
+def max_len_base(cfg: dict[str, Any], name: str) -> tuple[str | None, int | None]:
+    """(key, length) vLLM 0.11.0 derives before rope scaling (``_get_and_verify_max_len``):
+    the smallest of :data:`MAX_LEN_KEYS` present, except that a model_max_length wins outright
+    (Command-R); (None, None) where none is present — vLLM then takes --max-model-len as given."""
+    found = [(k, _int(cfg, name, k, limit="max_position_embeddings"))
+             for k in MAX_LEN_KEYS if cfg.get(k) is not None]
+    if not found:
+        return None, None
+    if cfg.get("model_max_length"):
+        return "model_max_length", _int(cfg, name, "model_max_length",
+                                        limit="max_position_embeddings")
+    return min(found, key=lambda kv: kv[1])
+
+
 def spec_from_config(cfg: dict[str, Any], name: str = "model",
                      quantization: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed ``config.json`` (raises ModelConfigError)."""
@@ -633,23 +748,37 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
             "attention-only models, and a KV cache on every layer would be wrong for it",
             hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size' and "
             "'Maximum concurrency'")
-    layers = _require(cfg, name, "num_hidden_layers", "n_layer", "num_layers")
+    stated = cfg
+    cfg = with_class_defaults(cfg, model_type)
+    layers = _require(cfg, name, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     hidden = _require(cfg, name, "hidden_size", "n_embd", "d_model")
-    heads = _require(cfg, name, "num_attention_heads", "n_head")
-    kv_heads = _int(cfg, name, "num_key_value_heads", "num_kv_heads", default=heads)
+    heads = _require(cfg, name, "num_attention_heads", "n_head", "n_heads")
+    kv_heads = total_kv_heads(cfg, name, model_type, heads)
     if kv_heads <= 0 or heads % kv_heads:
         raise ModelConfigError(f"{name}: num_key_value_heads {kv_heads} does not divide "
                                f"num_attention_heads {heads}")
-    head_dim = (_int(cfg, name, "head_dim", default=0) if cfg.get("head_dim") else 0) or max(
-        1, hidden // heads)
-    vocab = _require(cfg, name, "vocab_size")
-    inter = _int(cfg, name, "intermediate_size", "ffn_dim", "n_inner", default=0) or 4 * hidden
+    # vllm/config/model.py get_head_size: head_dim, else hidden_size_per_head (PLaMo), else
+    # hidden // heads (ChatGLM's kv_channels is not read)
+    head_dim = _int(cfg, name, "head_dim", "hidden_size_per_head", default=0,
+                    limit="head_dim") or max(1, hidden // heads)
+    # ChatGLM's embedding and head are padded_vocab_size rows (vllm models/chatglm.py)
+    vocab = _require(cfg, name, "padded_vocab_size", "vocab_size")
+    ffn = _section(cfg, "ffn_config")
+    inter = _int(cfg, name, "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size",
+                 default=0) or _int(ffn, name, "ffn_hidden_size", default=0,
+                                    limit="intermediate_size")
+    if not inter and cfg.get("expansion_ratio") is not None:  # MPT: d_model x expansion_ratio
+        inter = hidden * _int(cfg, name, "expansion_ratio", limit="head_dim")
+    inter = inter or 4 * hidden
 
     moe = None
     n_experts = _int(cfg, name, "num_local_experts", "num_experts", "n_routed_experts",
-                     default=0, limit="num_experts")
+                     default=0, limit="num_experts") or _int(
+        ffn, name, "moe_num_experts", default=0, limit="num_experts")  # DBRX's ffn_config
     if n_experts > 1:
-        per_token = _int(cfg, name, "num_experts_per_tok", "experts_per_token", default=2)
+        per_token = _int(cfg, name, "num_experts_per_tok", "experts_per_token", default=0,
+                         limit="num_experts_per_tok") or _int(
+            ffn, name, "moe_top_k", default=2, limit="num_experts_per_tok")
         if per_token > n_experts:
             raise _bad(name, "num_experts_per_tok", per_token,
                        f"is more than the {n_experts} experts")
@@ -702,6 +831,9 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     dtype = _dtype(cfg, name)
     max_pos = (_int(cfg, name, "max_position_embeddings")
                if cfg.get("max_position_embeddings") is not None else None)
+    base_key, base_len = max_len_base(cfg, name)
+    if base_key is not None and stated.get(base_key) is None:
+        base_key += " (its config class's default; the file does not state it)"
     archs = cfg.get("architectures")
     arch = " ".join(str(a) for a in archs) if isinstance(archs, list) else str(archs or "")
     bias = bool(cfg.get("attention_bias")) or model_type in ("qwen2", "qwen2_moe") or (
@@ -710,19 +842,24 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         name=name, model_type=model_type, num_layers=layers, hidden_size=hidden,
         num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=inter,
         vocab_size=vocab, max_position_embeddings=max_pos,
+        max_len_base=base_len, max_len_key=base_key,
         rope_scaling_factor=factor,
         rope_scaling_type=(rope.get("rope_type") or rope.get("type")) if rope else None,
         rope_original_max_position_embeddings=(
             _int(rope, name, "original_max_position_embeddings")
             if rope and rope.get("original_max_position_embeddings") is not None else None),
+        # the class's default where config.json does not say (with_class_defaults): True for
+        # the many classes that keep PretrainedConfig's, False for LlamaConfig and its kin
         tie_word_embeddings=bool(_get(cfg, "tie_word_embeddings",
                                       default=model_type.startswith("gemma"))),
         torch_dtype=dtype,
-        attention_bias=bias, gated_mlp=model_type not in ("gpt2", "opt", "gpt_bigcode"),
+        attention_bias=bias, gated_mlp=model_type not in UNGATED_MLP_MODEL_TYPES,
+        position_embeddings=learned_positions(cfg, name, model_type),
         moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,
         quantization=_quantization(cfg, quantization),
         attention_sinks=model_type == "gpt_oss",
         attention_softcap=bool(cfg.get("attn_logit_softcapping")),
+        attention_alibi=uses_alibi(_architectures(top.get("architectures")), cfg, hidden),
         local_rope=cfg.get("rope_local_base_freq") is not None and "sliding" in kinds,
         vision=vision_tower(vcfg, hidden, name) if vcfg is not None else None,
         # the top level's: vLLM resolves the checkpoint's class, not its text model's

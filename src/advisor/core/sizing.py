@@ -91,21 +91,40 @@ class MemoryFit(BaseModel):
 def max_len_limit(spec: ModelSpec) -> int | None:
     """The longest max_model_len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN.
 
-    vLLM's ``_get_and_verify_max_len`` (vllm/config): the config's max_position_embeddings,
-    times the rope scaling factor unless the rope type is su, longrope or llama3 (their
-    configs state the extended length); for yarn the factor multiplies
-    ``original_max_position_embeddings`` instead (transformers' default for it is
-    max_position_embeddings). A rope block without a factor scales by 1.
+    vLLM's ``_get_and_verify_max_len`` (vllm/config/model.py): the length it derives from the
+    config (:attr:`ModelSpec.max_len_base`: the smallest of its length keys, class defaults
+    included), times the rope scaling factor unless the rope type is su, longrope or llama3
+    (their configs state the extended length) or the model is a Gemma 3 (its length is already
+    scaled); for yarn the factor multiplies ``original_max_position_embeddings`` instead. A rope
+    block without a factor scales by 1. None: the config has no length key, and vLLM takes
+    --max-model-len as given.
     """
-    mpe = spec.max_position_embeddings
+    mpe = spec.max_len_base
     if mpe is None:
         return None
     kind = spec.rope_scaling_type
-    if kind is None or kind in ("su", "longrope", "llama3", "default"):
+    if (kind is None or kind in ("su", "longrope", "llama3", "default")
+            or "gemma3" in spec.model_type):
         return mpe
     factor = spec.rope_scaling_factor or 1.0
     base = (spec.rope_original_max_position_embeddings or mpe) if kind == "yarn" else mpe
     return int(base * factor)
+
+
+def rope_cache_positions(spec: ModelSpec) -> int:
+    """Positions of the global cos/sin cache vLLM builds (model_executor/layers/rotary_embedding
+    get_rope): max_position_embeddings, times the factor of a scaling that extends the cache
+    (linear, dynamic; yarn on its original length) — Gemma 3's linear 8 included, which makes
+    its cache 8 x 131072 long (its start-up log's 8.58 GiB of weights); 4096 where the config
+    has no max_position_embeddings."""
+    mpe = spec.max_position_embeddings
+    if mpe is None:
+        return 4096
+    kind = spec.rope_scaling_type
+    if kind is None or kind in ("su", "longrope", "llama3", "default"):
+        return mpe
+    base = (spec.rope_original_max_position_embeddings or mpe) if kind == "yarn" else mpe
+    return int(base * (spec.rope_scaling_factor or 1.0))
 
 
 def resolve_dtype(spec: ModelSpec, dtype: str, architecture: str | None = None) -> str:
@@ -179,7 +198,7 @@ def weights_per_gpu(spec: ModelSpec, tp: int, pp: int, act_bytes: float,
     stages = stage_layers(spec.num_layers, pp)
     emb = spec.padded_vocab * spec.hidden_size / tp * act_bytes
     rotary_dim = spec.mla.qk_rope_head_dim if spec.mla else spec.head_dim
-    rotary = (max_len_limit(spec) or 4096) * rotary_dim * act_bytes  # cos/sin cache
+    rotary = rope_cache_positions(spec) * rotary_dim * act_bytes  # cos/sin cache
     if spec.local_rope:  # the sliding layers' own, unscaled cache (Gemma 3)
         rotary += (spec.max_position_embeddings or 4096) * rotary_dim * act_bytes
     # a multimodal model's vision tower is built on every rank, whatever its PP stage
@@ -331,7 +350,8 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     max_len = req.max_model_len or limit or 4096
     if limit is not None and max_len > limit:
         raise UserInputError(
-            f"max_model_len {max_len} exceeds {spec.name}'s max_position_embeddings {limit}"
+            f"max_model_len {max_len} exceeds {spec.name}'s {spec.max_len_key or 'length'} "
+            f"{limit}"
             + (" and its config has no rope scaling" if spec.rope_scaling_factor is None else ""),
             hint=f"use --ctx {limit} or less")
 
@@ -384,10 +404,12 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     if kv_from_checkpoint:
         notes.append(f"KV cache in fp8: the checkpoint's kv_cache_quant_algo, which vLLM "
                      f"{engine.version} uses for --kv-cache-dtype auto")
-    from advisor.core.weights import kv_note
+    from advisor.core.weights import attention_note, kv_note
 
     if e5m2 := kv_note(req.kv_cache_dtype, req.gpu_architecture, engine.version):
         notes.append(e5m2)
+    if flex := attention_note(spec, req.gpu_compute_capability, kv_b == 1.0, engine.version):
+        notes.append(flex)
     fits = kv_gib > 0 and concurrency >= 1
     if not fits:
         longest = longest_fitting_len(spec, layers, engine, num_blocks, max_len, tokens)

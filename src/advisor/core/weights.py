@@ -240,17 +240,82 @@ def read_in(vllm_version: str) -> bool:
 #: flex_attention.py): a model with attention soft-capping (Gemma 2) does not start on a T4 or
 #: V100, in any dtype. Read in 0.11.0 as installed from the lock; held for that minor.
 FLEX_ATTENTION_BELOW = 80
+#: the head sizes vLLM 0.11.0's FlashAttention backend takes (FlashAttentionBackend.
+#: get_supported_head_sizes); from 8.0 on, a model of another head size (Phi-2's 80) runs on
+#: FlexAttention instead ("Using FlexAttention backend for head_size=..."), unless an fp8 KV
+#: cache or attention sinks send it to Triton first (off Hopper)
+FA_HEAD_SIZES = (32, 64, 96, 128, 160, 192, 224, 256)
+#: Hopper runs vLLM 0.11.0's FlashAttention as FA3 (attention/utils/fa_utils.py: version 3 on
+#: major 9), and FlashAttentionImpl asks for the version without ``requires_alibi`` (the V0
+#: fallback to FA2, vllm-project/vllm PR #15231, is not in V1), so an ALiBi model's first
+#: forward fails "Alibi is not supported in FA3" (vllm_flash_attn/flash_attn_interface.py)
+FA3_CAPABILITY = 90
 
 
-def softcap_refusal(softcap: bool, cc: int | None, vllm_version: str) -> str | None:
-    """Why vLLM ``vllm_version`` will not start a model with attention soft-capping on a GPU of
-    compute capability ``cc`` x 10 (None: it will, or advisor has no rule)."""
-    if (not softcap or cc is None or cc >= FLEX_ATTENTION_BELOW
-            or not read_in(vllm_version)):
+def attention_backend(spec: ModelSpec, cc: int | None, kv_fp8: bool,
+                      vllm_version: str) -> str | None:
+    """The attention backend vLLM ``vllm_version`` picks for a non-MLA model on a GPU of compute
+    capability ``cc`` x 10 as advisor's lock installs it (no FlashInfer): FLEX_ATTENTION below
+    8.0; TRITON_ATTN for an fp8 KV cache or attention sinks off Hopper; FLASH_ATTN for the
+    head sizes of :data:`FA_HEAD_SIZES`; else FLEX_ATTENTION (platforms/cuda.py
+    get_attn_backend_cls, read in 0.11.0). None: an MLA model, an unknown GPU or another
+    minor."""
+    if spec.mla is not None or cc is None or not read_in(vllm_version):
         return None
-    return (f"vLLM {vllm_version} runs attention on compute capability {cc / 10:.1f} with "
-            "FlexAttention, which has no logits soft-capping (\"FlexAttention does not support "
-            "logits soft cap yet\")")
+    if cc < FLEX_ATTENTION_BELOW:
+        return "FLEX_ATTENTION"
+    if (spec.attention_sinks or kv_fp8) and cc != FA3_CAPABILITY:
+        return "TRITON_ATTN"
+    return "FLASH_ATTN" if spec.head_dim in FA_HEAD_SIZES else "FLEX_ATTENTION"
+
+
+def attention_refusal(spec: ModelSpec, cc: int | None, kv_fp8: bool,
+                      vllm_version: str) -> tuple[str, str] | None:
+    """(what, why) the backend of :func:`attention_backend` will not start ``spec``: its
+    __init__ or first forward raises (v1/attention/backends/flex_attention.py, triton_attn.py,
+    vllm_flash_attn) — or None."""
+    backend = attention_backend(spec, cc, kv_fp8, vllm_version)
+    if backend is None:
+        return None
+    assert cc is not None
+    where = (f"runs attention on compute capability {cc / 10:.1f} with FlexAttention"
+             if cc < FLEX_ATTENTION_BELOW else
+             f"runs head size {spec.head_dim} with FlexAttention (FlashAttention takes "
+             f"{FA_HEAD_SIZES[0]}-{FA_HEAD_SIZES[-1]} in steps of 32)")
+    if backend == "FLEX_ATTENTION":
+        if spec.attention_softcap:
+            return "attention backend", (f"vLLM {vllm_version} {where}, which has no logits "
+                                         "soft-capping (\"FlexAttention does not support "
+                                         "logits soft cap yet\")")
+        if spec.attention_alibi:
+            return "attention backend", (f"vLLM {vllm_version} {where}, which has no ALiBi "
+                                         "(\"FlexAttention does not support alibi slopes "
+                                         "yet\")")
+        if kv_fp8 and cc >= FLEX_ATTENTION_BELOW:  # below 8.0 kv_refusal says it first
+            return "fp8 KV cache", (f"vLLM {vllm_version} {where}, which has no fp8 KV cache "
+                                    "(\"FlexAttention does not support quantized kv-cache\")")
+    if backend == "FLASH_ATTN" and cc == FA3_CAPABILITY and spec.attention_alibi:
+        return "attention backend", (f"vLLM {vllm_version} runs attention on Hopper with "
+                                     "FlashAttention 3, which has no ALiBi (\"Alibi is not "
+                                     "supported in FA3\"; V1 does not fall back to FA2)")
+    if backend == "TRITON_ATTN" and spec.head_dim < 32:
+        return "attention backend", (f"vLLM {vllm_version} runs this model with Triton "
+                                     f"attention, which needs head size 32 or more (it has "
+                                     f"{spec.head_dim})")
+    return None
+
+
+def attention_note(spec: ModelSpec, cc: int | None, kv_fp8: bool,
+                   vllm_version: str) -> str | None:
+    """A line for a model vLLM ``vllm_version`` serves on FlexAttention from 8.0 on (a head size
+    FlashAttention lacks): slower kernels than the FlashAttention ones advisor's figures are
+    measured on."""
+    if (cc is None or cc < FLEX_ATTENTION_BELOW
+            or attention_backend(spec, cc, kv_fp8, vllm_version) != "FLEX_ATTENTION"):
+        return None
+    return (f"vLLM {vllm_version} runs head size {spec.head_dim} with FlexAttention "
+            "(FlashAttention takes 32-256 in steps of 32): the latency figures assume "
+            "FlashAttention, no FlexAttention run was measured")
 
 
 #: an fp8 (e4m3) KV cache needs compute capability 8.9 from vLLM 0.11.0 on: with V0 gone, V1
@@ -370,19 +435,32 @@ def mla_kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, cc: int | Non
 def serving_refusal(spec: ModelSpec, gpu: Gpu, kv_cache_dtype: str, vllm_version: str,
                     reads_checkpoint_kv: bool) -> tuple[str, str] | None:
     """(what, why) vLLM ``vllm_version`` will not start ``spec`` on ``gpu`` with this KV cache
-    dtype — "attention backend" (:func:`softcap_refusal`) or "fp8 KV cache" (:func:`kv_refusal`,
-    :func:`mla_kv_refusal`) — or None: the checks fit and the ranking both make, in one order."""
+    dtype — "attention backend" (:func:`attention_refusal`: soft-capping or ALiBi where the
+    backend has none) or "fp8 KV cache" (:func:`kv_refusal`, :func:`mla_kv_refusal`,
+    FlexAttention's) — or None: the checks fit and the ranking both make, in one order."""
     cc = capability(gpu)
-    if no := softcap_refusal(spec.attention_softcap, cc, vllm_version):
-        return "attention backend", no
     q = spec.quantization
     checkpoint_kv = q.kv_cache_dtype if q else None
+    kv_fp8 = kv_is_fp8(kv_cache_dtype, checkpoint_kv, reads_checkpoint_kv)
+    backend = attention_refusal(spec, cc, kv_fp8, vllm_version)
+    if backend and backend[0] == "attention backend":
+        return backend
     no = kv_refusal(kv_cache_dtype, checkpoint_kv, gpu.architecture, vllm_version,
                     reads_checkpoint_kv, q.method if q else None)
     if not no and spec.mla is not None:
         no = mla_kv_refusal(kv_cache_dtype, checkpoint_kv, cc, gpu.id, vllm_version,
                             reads_checkpoint_kv)
-    return ("fp8 KV cache", no) if no else None
+    if no:
+        return "fp8 KV cache", no
+    return backend
+
+
+def kv_is_fp8(kv_cache_dtype: str, checkpoint_kv: str | None, reads_checkpoint_kv: bool) -> bool:
+    """Whether the KV cache is fp8: asked for, or "auto" of an fp8-KV checkpoint where the
+    release reads its scales."""
+    if kv_cache_dtype == "auto":
+        return checkpoint_kv == "fp8" and reads_checkpoint_kv
+    return kv_cache_dtype.startswith("fp8")
 
 
 #: vLLM 0.11.0 as advisor pins it runs NVFP4 experts (ModelOpt and compressed-tensors) on
