@@ -49,6 +49,11 @@ VLLM = {
     "cohere-model-max-length": (64, 128, 131072),  # model_max_length wins over 8192
     "gemma-3-linear-rope": (4, 256, 131072),  # Gemma 3's length is not scaled by 8 again
     "starcoder2-3b": (2, 128, 16384),
+    "ernie-4.5-21b-a3b": (4, 128, 131072),
+    "nemotron-4-minitron": (8, 128, 4096),
+    "mistral-small-3.1": (8, 128, 131072),  # text_config under a multimodal top level
+    "qwen2.5-vl-7b": (4, 128, 128000),      # mrope: not a scaling of the length
+    "phi-3-mini-128k": (32, 96, 131072),    # longrope states the extended length
 }
 
 
@@ -65,6 +70,12 @@ TRANSFORMERS = {
     "dbrx": 131_596_523_520, "bloom-7b1": 7_069_016_064, "phi-2": 2_779_683_840,
     "gpt-j-6b": 6_050_882_784, "gpt-neox-20b": 20_554_567_680, "gpt2": 124_439_808,
     "opt-13b": 12_853_473_280, "cohere-model-max-length": 34_980_831_232,
+    # ERNIE 4.5's moe_num_experts / moe_k / moe_num_shared_experts / moe_layer_start_index:
+    # before, it was sized as a dense 3.35 B model
+    "ernie-4.5-21b-a3b": 21_825_437_888,
+    "nemotron-4-minitron": 4_190_509_056,   # squared-ReLU MLP, no gate: it was +22%
+    "glm-4.5-air": 106_852_245_504, "phi-3.5-moe": 41_873_121_280,
+    "olmoe-1b-7b": 6_919_161_856, "granite-3.1-3b-a800m": 3_298_793_472,
 }
 
 
@@ -149,3 +160,21 @@ def test_a_head_size_flashattention_lacks_runs_on_flexattention():
     assert "hint: --kv-cache-dtype auto" in r.stderr
     on_ada = advisor.fit(phi2, "L40S", max_model_len=2048, kv_cache_dtype="fp8")[0]
     assert on_ada.fits and not any("FlexAttention" in n for n in on_ada.notes)
+
+
+def test_the_step_model_times_an_ungated_mlp_as_one_projection_up():
+    """The decode step's dense MLP GEMMs: gate and up (2 x intermediate) for a gated MLP, up
+    alone for Falcon's, GPT-2's or Nemotron's; a step of Falcon-7B is cheaper than the same
+    model with a gate, by the third of its MLP weights it does not have."""
+    from advisor.api import load_catalog
+    from advisor.core.stepmodel import kernels, shape, step_cost
+
+    falcon = spec("falcon-7b")
+    gated = falcon.model_copy(update={"gated_mlp": True})
+    assert shape(falcon, 1, 1, 2.0).up_n == falcon.intermediate_size
+    assert shape(gated, 1, 1, 2.0).up_n == 2 * falcon.intermediate_size
+    assert shape(spec("nemotron-4-minitron"), 2, 1, 2.0).up_n == 9216 / 2
+    k = kernels(load_catalog().gpus["A100-80GB-SXM"])
+    plain = step_cost(falcon, k, 1, 1, "auto", 2.0, 8, 1024).gemm
+    with_gate = step_cost(gated, k, 1, 1, "auto", 2.0, 8, 1024).gemm
+    assert plain < with_gate < 1.4 * plain

@@ -42,6 +42,8 @@ class MoE(BaseModel):
     first_dense: int = 0
     #: every n-th layer is MoE (Qwen-MoE decoder_sparse_step, DeepSeek moe_layer_freq)
     every: int = 1
+    #: the last MoE layer (ERNIE 4.5's moe_layer_end_index; None: every layer after first_dense)
+    last: int | None = None
     expert_bias: bool = False
 
 
@@ -254,7 +256,8 @@ class ModelSpec(BaseModel):
 
     def is_moe_layer(self, i: int) -> bool:
         m = self.moe
-        return m is not None and i >= m.first_dense and (i - m.first_dense) % m.every == 0
+        return (m is not None and i >= m.first_dense and (i - m.first_dense) % m.every == 0
+                and (m.last is None or i <= m.last))
 
     def attention_params(self) -> int:
         h, d = self.hidden_size, self.head_dim
@@ -636,11 +639,12 @@ MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_le
                 "model_max_length", "max_target_positions", "max_sequence_length",
                 "max_seq_length", "seq_len")
 #: model types whose MLP is one up and one down projection (no gate): transformers' modeling_
-#: gpt2, opt, gpt_bigcode, falcon (RefinedWeb), bloom, mpt, gptj, gpt_neox, phi and starcoder2;
+#: gpt2, opt, gpt_bigcode, falcon (RefinedWeb), bloom, mpt, gptj, gpt_neox, phi, starcoder2 and
+#: nemotron (squared ReLU);
 #: their parameter counts are checked against transformers' own models in a lock test
 UNGATED_MLP_MODEL_TYPES = ("gpt2", "opt", "gpt_bigcode", "falcon", "RefinedWeb",
                            "RefinedWebModel", "bloom", "mpt", "gptj", "gpt_neox", "phi",
-                           "starcoder2")
+                           "starcoder2", "nemotron")
 #: the attributes it reads KV heads from, first present wins (get_total_num_kv_heads)
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num")
 
@@ -772,12 +776,14 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     inter = inter or 4 * hidden
 
     moe = None
+    # ERNIE 4.5 names them moe_num_experts, moe_k, moe_num_shared_experts and
+    # moe_layer_start/end_index (vllm models/ernie45_moe.py); DBRX nests them in ffn_config
     n_experts = _int(cfg, name, "num_local_experts", "num_experts", "n_routed_experts",
-                     default=0, limit="num_experts") or _int(
-        ffn, name, "moe_num_experts", default=0, limit="num_experts")  # DBRX's ffn_config
+                     "moe_num_experts", default=0, limit="num_experts") or _int(
+        ffn, name, "moe_num_experts", default=0, limit="num_experts")
     if n_experts > 1:
-        per_token = _int(cfg, name, "num_experts_per_tok", "experts_per_token", default=0,
-                         limit="num_experts_per_tok") or _int(
+        per_token = _int(cfg, name, "num_experts_per_tok", "experts_per_token", "moe_k",
+                         default=0, limit="num_experts_per_tok") or _int(
             ffn, name, "moe_top_k", default=2, limit="num_experts_per_tok")
         if per_token > n_experts:
             raise _bad(name, "num_experts_per_tok", per_token,
@@ -788,13 +794,19 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
             expert_intermediate_size=_int(cfg, name, "moe_intermediate_size", default=inter),
             # Llama 4's MoE layers always add one shared expert of intermediate_size
             # (transformers modeling_llama4 Llama4TextMoe.shared_expert); its config has no key
-            num_shared_experts=_int(cfg, name, "n_shared_experts", default=0)
+            num_shared_experts=_int(cfg, name, "n_shared_experts", "moe_num_shared_experts",
+                                    default=0, limit="n_shared_experts")
             or (1 if model_type.startswith("llama4") else 0),
             shared_intermediate_size=_int(cfg, name, "shared_expert_intermediate_size",
                                           default=0),
-            first_dense=_int(cfg, name, "first_k_dense_replace", default=0),
-            every=(_int(cfg, name, "moe_layer_freq", "decoder_sparse_step", default=1)
-                   if _get(cfg, "moe_layer_freq", "decoder_sparse_step") else 1),
+            first_dense=_int(cfg, name, "first_k_dense_replace", "moe_layer_start_index",
+                             default=0, limit="first_k_dense_replace"),
+            last=(_int(cfg, name, "moe_layer_end_index", limit="first_k_dense_replace")
+                  if cfg.get("moe_layer_end_index") is not None else None),
+            every=(_int(cfg, name, "moe_layer_freq", "decoder_sparse_step",
+                        "moe_layer_interval", default=1, limit="moe_layer_freq")
+                   if _get(cfg, "moe_layer_freq", "decoder_sparse_step", "moe_layer_interval")
+                   else 1),
             expert_bias=model_type == "gpt_oss",
         )
 

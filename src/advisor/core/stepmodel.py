@@ -636,6 +636,9 @@ class Shape:
     qkv_n: float
     o_k: float
     inter: float  # dense MLP intermediate per GPU
+    #: the dense MLP's first projection on one GPU: gate and up (2 x inter), or up alone for
+    #: the ungated MLPs (GPT-2, Falcon, Nemotron: ModelSpec.gated_mlp)
+    up_n: float
     expert_inter: float
     experts: int
     topk: int
@@ -690,6 +693,7 @@ def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
         dense_layers=(n - moe_layers) / pp, moe_layers=moe_layers / pp, hidden=h,
         q_heads=spec.num_heads / tp, kv_bytes_layer=kv_layer, head_dim_ctx=d_ctx,
         qkv_n=qkv_n, o_k=o_k, inter=spec.intermediate_size / tp,
+        up_n=(2 if spec.gated_mlp else 1) * spec.intermediate_size / tp,
         expert_inter=(moe.expert_intermediate_size / tp) if moe else 0.0,
         experts=moe.num_experts if moe else 0, topk=moe.experts_per_token if moe else 0,
         shared_inter=((moe.shared_intermediate_size
@@ -760,7 +764,7 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
     gemm = layers * proj
     # MLPs (gate_up's input is the fused post-attention RMSNorm's output)
     if s.dense_layers:
-        gemm += s.dense_layers * (linear_s(k, dt, 2 * s.inter, h, m, fp8_input=fused)
+        gemm += s.dense_layers * (linear_s(k, dt, s.up_n, h, m, fp8_input=fused)
                                   + linear_s(k, dt, h, s.inter, m, fp8_input=True))
     if s.moe_layers:
         # the experts the step's tokens route to (uniformly at random), read once by one fused
