@@ -649,8 +649,11 @@ print(json.dumps(out))
 
 #: configs shaped like public model families whose config.json differs from Llama's (see
 #: tests/fixtures/configs/README.md), and every catalog model's
-GEOMETRY_CONFIGS = sorted((ROOT / "tests" / "fixtures" / "configs").glob("*.json")) + sorted(
+PARAM_CONFIGS = sorted((ROOT / "tests" / "fixtures" / "configs").glob("*.json")) + sorted(
     (ROOT / "catalogs" / "models").glob("*.json"))
+#: and the real checkpoints' configs the benchmarks size (two of which vLLM 0.11.0 refuses)
+GEOMETRY_CONFIGS = PARAM_CONFIGS + sorted((ROOT / "benchmarks" / "accuracy" / "configs").glob(
+    "*.json")) + sorted((ROOT / "benchmarks" / "perf" / "configs").glob("*.json"))
 #: configs transformers 4.57.6 builds no causal LM for: model types it has no class for (vLLM's
 #: own config classes read them), and multimodal checkpoints (AutoModelForCausalLM has no
 #: mapping for their top-level config; advisor sizes their vision tower apart)
@@ -658,18 +661,20 @@ NOT_BUILT = {"chatglm-defaults", "glm-4-9b-chat", "falcon-40b-old", "falcon-rw-7
              "jais-13b", "qwen2.5-vl-7b", "mistral-small-3.1"}
 
 
-def _config_folders(tmp_path: Path) -> dict[str, tuple[Path, dict]]:
+def _config_folders(tmp_path: Path, paths: list[Path]) -> dict[str, tuple[Path, dict]]:
     """One folder with a config.json per config (a catalog subset without "architectures"
     names the class its model_type maps to, as the real checkpoint does: phi-4's)."""
     out = {}
-    for path in GEOMETRY_CONFIGS:
+    for path in paths:
+        # the benchmarks quote two catalog models again: their names say where they are from
+        stem = path.stem if path in PARAM_CONFIGS else f"bench-{path.stem}"
         cfg = json.loads(path.read_text())
         if not cfg.get("architectures") and cfg.get("model_type") == "phi3":
             cfg["architectures"] = ["Phi3ForCausalLM"]
-        folder = tmp_path / "configs" / path.stem
+        folder = tmp_path / "configs" / stem
         folder.mkdir(parents=True)
         (folder / "config.json").write_text(json.dumps(cfg))
-        out[path.stem] = (folder, cfg)
+        out[stem] = (folder, cfg)
     return out
 
 
@@ -681,11 +686,13 @@ def test_advisor_reads_a_config_as_the_pinned_vllm_does(tmp_path):
     MPT keep KV heads in attn_config, ChatGLM in multi_query_group_num, GPTBigCode without
     multi_query is multi-query by its class's default, a Llama config without
     max_position_embeddings is 2048 long, Command-R's model_max_length wins, Gemma 3's length
-    is not scaled again."""
+    is not scaled again. The benchmarks' real configs too: the two vLLM will not read
+    (MiniMax-M2.5's and Kimi-K2.5's custom code) are the two advisor will not deploy."""
+    from advisor.core import archs
     from advisor.core.model import spec_from_config
     from advisor.core.sizing import max_len_limit, resolve_dtype
 
-    folders = _config_folders(tmp_path)
+    folders = _config_folders(tmp_path, GEOMETRY_CONFIGS)
     specs = {name: spec_from_config(cfg, name) for name, (_, cfg) in folders.items()}
     asked = {}
     for name, spec in specs.items():
@@ -699,9 +706,15 @@ def test_advisor_reads_a_config_as_the_pinned_vllm_does(tmp_path):
     got = _run(_python(lock), GEOMETRY, json.dumps(asked), tmp_path=tmp_path,
                vllm_cache=_venv(lock).parent / "vllm-cache")
     assert set(got) == set(specs)
+    refused = set()
     for name, spec in specs.items():
         row = got[name]
-        assert "error" not in row, (name, row)
+        if "error" in row:  # vLLM will not read it: advisor must not deploy it either
+            assert "contains custom code" in row["error"], (name, row)
+            kind, _ = archs.support(spec.architectures, VLLM, spec.config_model_type)
+            assert kind == "refused", name
+            refused.add(name)
+            continue
         lengths = asked[name][1]
         assert row["accepted"][str(lengths[0])] is True, (name, row)
         if len(lengths) == 2:
@@ -713,6 +726,7 @@ def test_advisor_reads_a_config_as_the_pinned_vllm_does(tmp_path):
         else:  # vLLM pages one latent vector per token: kv_lora_rank + the rope part
             mine.update(kv=row["kv"], head=spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim)
         assert mine == {k: row[k] for k in mine}, name
+    assert refused == {"bench-MiniMaxAI--MiniMax-M2.5", "bench-moonshotai--Kimi-K2.5"}
 
 
 def test_advisor_counts_parameters_as_transformers_builds_the_model(tmp_path):
@@ -724,7 +738,7 @@ def test_advisor_counts_parameters_as_transformers_builds_the_model(tmp_path):
     squared-ReLU MLP. Only the families of :data:`NOT_BUILT` are not built."""
     from advisor.core.model import spec_from_config
 
-    folders = _config_folders(tmp_path)
+    folders = _config_folders(tmp_path, PARAM_CONFIGS)
     got = _run(_python(LOCKS[1].values[0]), PARAMS,
                json.dumps({n: str(f) for n, (f, _) in folders.items()}), tmp_path=tmp_path)
     unbuilt = {n for n, v in got.items() if not isinstance(v, int)}
