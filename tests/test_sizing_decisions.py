@@ -349,6 +349,8 @@ def test_cuda_graph_memory():
     ({}, 2048),
     ({"n_positions": 8192, "max_position_embeddings": 4096}, 4096),  # the smallest key wins
     ({"model_max_length": 65536, "max_position_embeddings": 4096}, 65536),  # Command-R's
+    # a tokenizer-style 1e30 model_max_length wins too, and bounds nothing
+    ({"model_max_length": 10**30, "max_position_embeddings": 4096}, None),
     ({"max_seq_len": 2048, "model_type": "mpt"}, 2048),
     # no key and no class to default from: vLLM takes --max-model-len as given
     ({"model_type": ""}, None),

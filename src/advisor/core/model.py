@@ -724,14 +724,25 @@ def max_len_base(cfg: dict[str, Any], name: str) -> tuple[str | None, int | None
     """(key, length) vLLM 0.11.0 derives before rope scaling (``_get_and_verify_max_len``):
     the smallest of :data:`MAX_LEN_KEYS` present, except that a model_max_length wins outright
     (Command-R); (None, None) where none is present — vLLM then takes --max-model-len as given."""
+    # a length beyond any context (tokenizers' VERY_LARGE_INTEGER, 1e30, in a model_max_length)
+    # bounds nothing: it is left out rather than refused
     found = [(k, _int(cfg, name, k, limit="max_position_embeddings"))
-             for k in MAX_LEN_KEYS if cfg.get(k) is not None]
-    if not found:
-        return None, None
+             for k in MAX_LEN_KEYS
+             if cfg.get(k) is not None and not _beyond_any_context(cfg[k])]
     if cfg.get("model_max_length"):
+        if _beyond_any_context(cfg["model_max_length"]):
+            return None, None
         return "model_max_length", _int(cfg, name, "model_max_length",
                                         limit="max_position_embeddings")
+    if not found:
+        return None, None
     return min(found, key=lambda kv: kv[1])
+
+
+def _beyond_any_context(value: Any) -> bool:
+    hi = LIMITS["max_position_embeddings"][1]
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > hi)
 
 
 def spec_from_config(cfg: dict[str, Any], name: str = "model",
