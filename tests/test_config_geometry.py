@@ -178,3 +178,19 @@ def test_the_step_model_times_an_ungated_mlp_as_one_projection_up():
     plain = step_cost(falcon, k, 1, 1, "auto", 2.0, 8, 1024).gemm
     with_gate = step_cost(gated, k, 1, 1, "auto", 2.0, 8, 1024).gemm
     assert plain < with_gate < 1.4 * plain
+
+
+@pytest.mark.parametrize("keys,moe_layers", [
+    # DeepSeek counts from 0 after its dense layers: i >= first_k_dense_replace, i % freq == 0
+    ({"first_k_dense_replace": 1, "moe_layer_freq": 2}, [2, 4]),
+    # Qwen-MoE and ERNIE count from 1: (i + 1) % step == 0 (vllm qwen2_moe.py, ernie45_moe.py)
+    ({"decoder_sparse_step": 2}, [1, 3, 5]),
+    ({"moe_layer_interval": 2, "moe_layer_start_index": 2, "moe_layer_end_index": 4}, [3]),
+    ({}, [0, 1, 2, 3, 4, 5]),
+])
+def test_which_layers_are_moe_is_vllms_rule(keys, moe_layers):
+    cfg = {"model_type": "x", "hidden_size": 256, "num_attention_heads": 4,
+           "num_hidden_layers": 6, "intermediate_size": 512, "vocab_size": 1000,
+           "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128, **keys}
+    s = spec_from_config(cfg, "moe")
+    assert [i for i in range(6) if s.is_moe_layer(i)] == moe_layers

@@ -40,8 +40,11 @@ class MoE(BaseModel):
     shared_intermediate_size: int = 0
     #: layers [0, first_dense) use a dense MLP (DeepSeek's first_k_dense_replace)
     first_dense: int = 0
-    #: every n-th layer is MoE (Qwen-MoE decoder_sparse_step, DeepSeek moe_layer_freq)
+    #: every n-th layer is MoE: DeepSeek's moe_layer_freq counts layer i from 0 (i % n == 0,
+    #: vllm models/deepseek_v2.py), Qwen-MoE's decoder_sparse_step and ERNIE's
+    #: moe_layer_interval from 1 ((i + 1) % n == 0: qwen2_moe.py, qwen3_moe.py, ernie45_moe.py)
     every: int = 1
+    every_from_one: bool = False
     #: the last MoE layer (ERNIE 4.5's moe_layer_end_index; None: every layer after first_dense)
     last: int | None = None
     expert_bias: bool = False
@@ -182,7 +185,8 @@ class ModelSpec(BaseModel):
             return f"TP {tp} does not divide the {self.num_heads} attention heads"
         if not self.splits_over(tp):
             return f"TP {tp} does not divide the {self.num_kv_heads} KV heads"
-        dense = self.moe is None or self.moe.first_dense > 0 or self.moe.every > 1
+        dense = self.moe is None or not all(self.is_moe_layer(i)
+                                            for i in range(self.num_layers))
         dims: list[tuple[str, int, bool]] = []  # (what, size, quantized)
         q = self.quantization
         linear_q = q is not None and q.scope == "linear"
@@ -256,7 +260,8 @@ class ModelSpec(BaseModel):
 
     def is_moe_layer(self, i: int) -> bool:
         m = self.moe
-        return (m is not None and i >= m.first_dense and (i - m.first_dense) % m.every == 0
+        return (m is not None and i >= m.first_dense
+                and (i + (1 if m.every_from_one else 0)) % m.every == 0
                 and (m.last is None or i <= m.last))
 
     def attention_params(self) -> int:
@@ -818,6 +823,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
                         "moe_layer_interval", default=1, limit="moe_layer_freq")
                    if _get(cfg, "moe_layer_freq", "decoder_sparse_step", "moe_layer_interval")
                    else 1),
+            every_from_one=_get(cfg, "moe_layer_freq") is None,
             expert_bias=model_type == "gpt_oss",
         )
 
