@@ -186,6 +186,7 @@ def test_the_step_model_times_an_ungated_mlp_as_one_projection_up():
     # Qwen-MoE and ERNIE count from 1: (i + 1) % step == 0 (vllm qwen2_moe.py, ernie45_moe.py)
     ({"decoder_sparse_step": 2}, [1, 3, 5]),
     ({"moe_layer_interval": 2, "moe_layer_start_index": 2, "moe_layer_end_index": 4}, [3]),
+    ({"mlp_only_layers": [0, 5]}, [1, 2, 3, 4]),  # Qwen-MoE keeps these dense (qwen3_moe.py)
     ({}, [0, 1, 2, 3, 4, 5]),
 ])
 def test_which_layers_are_moe_is_vllms_rule(keys, moe_layers):

@@ -45,6 +45,8 @@ class MoE(BaseModel):
     #: moe_layer_interval from 1 ((i + 1) % n == 0: qwen2_moe.py, qwen3_moe.py, ernie45_moe.py)
     every: int = 1
     every_from_one: bool = False
+    #: layers kept dense whatever the rule says (Qwen-MoE's mlp_only_layers)
+    dense_layers: tuple[int, ...] = ()
     #: the last MoE layer (ERNIE 4.5's moe_layer_end_index; None: every layer after first_dense)
     last: int | None = None
     expert_bias: bool = False
@@ -260,7 +262,7 @@ class ModelSpec(BaseModel):
 
     def is_moe_layer(self, i: int) -> bool:
         m = self.moe
-        return (m is not None and i >= m.first_dense
+        return (m is not None and i >= m.first_dense and i not in m.dense_layers
                 and (i + (1 if m.every_from_one else 0)) % m.every == 0
                 and (m.last is None or i <= m.last))
 
@@ -705,6 +707,21 @@ def with_class_defaults(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
     return out
 
 
+def _layer_list(cfg: dict[str, Any], name: str, key: str, layers: int) -> tuple[int, ...]:
+    """A list of layer indices (Qwen-MoE's mlp_only_layers), each within the model's layers."""
+    value = cfg.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > layers:
+        raise _bad(name, key, value, f"is not a list of at most {layers} layer indices")
+    out = []
+    for v in value:
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < layers:
+            raise _bad(name, key, value, f"holds {v!r}, not a layer index below {layers}")
+        out.append(v)
+    return tuple(sorted(set(out)))
+
+
 def _section(cfg: dict[str, Any], key: str) -> dict[str, Any]:
     """A nested block of the config (MPT's and DBRX's attn_config, DBRX's ffn_config), else {}."""
     value = cfg.get(key)
@@ -824,6 +841,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
                    if _get(cfg, "moe_layer_freq", "decoder_sparse_step", "moe_layer_interval")
                    else 1),
             every_from_one=_get(cfg, "moe_layer_freq") is None,
+            dense_layers=_layer_list(cfg, name, "mlp_only_layers", layers),
             expert_bias=model_type == "gpt_oss",
         )
 
