@@ -54,6 +54,7 @@ VLLM = {
     "mistral-small-3.1": (8, 128, 131072),  # text_config under a multimodal top level
     "qwen2.5-vl-7b": (4, 128, 128000),      # mrope: not a scaling of the length
     "phi-3-mini-128k": (32, 96, 131072),    # longrope states the extended length
+    "llama-4-maverick-text": (8, 128, 1048576),  # llama3 rope: the stated length
 }
 
 
@@ -76,6 +77,9 @@ TRANSFORMERS = {
     "nemotron-4-minitron": 4_190_509_056,   # squared-ReLU MLP, no gate: it was +22%
     "glm-4.5-air": 106_852_245_504, "phi-3.5-moe": 41_873_121_280,
     "olmoe-1b-7b": 6_919_161_856, "granite-3.1-3b-a800m": 3_298_793_472,
+    # Llama 4 Maverick: MoE every other layer (interleave_moe_layer_step 2, counted from 1), its
+    # dense layers' MLP intermediate_size_mlp 16384: before, 784 B (every layer MoE)
+    "llama-4-maverick-text": 400_711_848_960,
 }
 
 
@@ -187,6 +191,7 @@ def test_the_step_model_times_an_ungated_mlp_as_one_projection_up():
     ({"decoder_sparse_step": 2}, [1, 3, 5]),
     ({"moe_layer_interval": 2, "moe_layer_start_index": 2, "moe_layer_end_index": 4}, [3]),
     ({"mlp_only_layers": [0, 5]}, [1, 2, 3, 4]),  # Qwen-MoE keeps these dense (qwen3_moe.py)
+    ({"interleave_moe_layer_step": 2}, [1, 3, 5]),  # Llama 4 Maverick (llama4.py)
     ({}, [0, 1, 2, 3, 4, 5]),
 ])
 def test_which_layers_are_moe_is_vllms_rule(keys, moe_layers):

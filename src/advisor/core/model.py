@@ -41,8 +41,9 @@ class MoE(BaseModel):
     #: layers [0, first_dense) use a dense MLP (DeepSeek's first_k_dense_replace)
     first_dense: int = 0
     #: every n-th layer is MoE: DeepSeek's moe_layer_freq counts layer i from 0 (i % n == 0,
-    #: vllm models/deepseek_v2.py), Qwen-MoE's decoder_sparse_step and ERNIE's
-    #: moe_layer_interval from 1 ((i + 1) % n == 0: qwen2_moe.py, qwen3_moe.py, ernie45_moe.py)
+    #: vllm models/deepseek_v2.py), Qwen-MoE's decoder_sparse_step, ERNIE's moe_layer_interval
+    #: and Llama 4's interleave_moe_layer_step from 1 ((i + 1) % n == 0: qwen2_moe.py,
+    #: qwen3_moe.py, ernie45_moe.py, llama4.py)
     every: int = 1
     every_from_one: bool = False
     #: layers kept dense whatever the rule says (Qwen-MoE's mlp_only_layers)
@@ -807,6 +808,11 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     if not inter and cfg.get("expansion_ratio") is not None:  # MPT: d_model x expansion_ratio
         inter = hidden * _int(cfg, name, "expansion_ratio", limit="head_dim")
     inter = inter or 4 * hidden
+    expert_inter_default = inter
+    if model_type.startswith("llama4") and cfg.get("intermediate_size_mlp") is not None:
+        # Llama 4: intermediate_size is each expert's (and the shared expert's), the dense
+        # layers' MLP is intermediate_size_mlp (vllm models/llama4.py Llama4DecoderLayer)
+        inter = _int(cfg, name, "intermediate_size_mlp", limit="intermediate_size")
 
     moe = None
     # ERNIE 4.5 names them moe_num_experts, moe_k, moe_num_shared_experts and
@@ -824,7 +830,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         moe = MoE(
             num_experts=n_experts,
             experts_per_token=per_token,
-            expert_intermediate_size=_int(cfg, name, "moe_intermediate_size", default=inter),
+            expert_intermediate_size=_int(cfg, name, "moe_intermediate_size",
+                                          default=expert_inter_default),
             # Llama 4's MoE layers always add one shared expert of intermediate_size
             # (transformers modeling_llama4 Llama4TextMoe.shared_expert); its config has no key
             num_shared_experts=_int(cfg, name, "n_shared_experts", "moe_num_shared_experts",
@@ -836,9 +843,12 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
                              default=0, limit="first_k_dense_replace"),
             last=(_int(cfg, name, "moe_layer_end_index", limit="first_k_dense_replace")
                   if cfg.get("moe_layer_end_index") is not None else None),
+            # Llama 4's interleave_moe_layer_step counts from 1 too (llama4.py): Maverick's 2
             every=(_int(cfg, name, "moe_layer_freq", "decoder_sparse_step",
-                        "moe_layer_interval", default=1, limit="moe_layer_freq")
-                   if _get(cfg, "moe_layer_freq", "decoder_sparse_step", "moe_layer_interval")
+                        "moe_layer_interval", "interleave_moe_layer_step", default=1,
+                        limit="moe_layer_freq")
+                   if _get(cfg, "moe_layer_freq", "decoder_sparse_step", "moe_layer_interval",
+                           "interleave_moe_layer_step")
                    else 1),
             every_from_one=_get(cfg, "moe_layer_freq") is None,
             dense_layers=_layer_list(cfg, name, "mlp_only_layers", layers),
