@@ -80,6 +80,11 @@ TRANSFORMERS = {
     # Llama 4 Maverick: MoE every other layer (interleave_moe_layer_step 2, counted from 1), its
     # dense layers' MLP intermediate_size_mlp 16384: before, 784 B (every layer MoE)
     "llama-4-maverick-text": 400_711_848_960,
+    # Hunyuan-A13B gives moe_intermediate_size, moe_topk and num_shared_expert per layer: it was
+    # refused ("list is not an integer"); its shared MLP is intermediate_size x num_shared_expert
+    "hunyuan-a13b": 80_393_183_232,
+    "qwen1.5-moe-a2.7b": 14_315_784_192, "glm-4-9b-0414": 9_400_279_040,
+    "exaone-4.0-32b": 32_003_216_384,
 }
 
 
@@ -200,3 +205,12 @@ def test_which_layers_are_moe_is_vllms_rule(keys, moe_layers):
            "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128, **keys}
     s = spec_from_config(cfg, "moe")
     assert [i for i in range(6) if s.is_moe_layer(i)] == moe_layers
+
+
+def test_a_per_layer_list_that_varies_or_shared_kv_layers_are_refused_not_guessed():
+    cfg = json.loads((CONFIGS / "hunyuan-a13b.json").read_text())
+    assert spec_from_config(cfg, "h").moe.experts_per_token == 8
+    with pytest.raises(Exception, match="varies from layer to layer"):
+        spec_from_config({**cfg, "moe_topk": [8] * 31 + [4]}, "h")
+    with pytest.raises(Exception, match="share KV caches"):
+        spec_from_config({**cfg, "use_cla": True, "cla_share_factor": 2}, "h")

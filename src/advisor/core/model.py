@@ -723,6 +723,25 @@ def _layer_list(cfg: dict[str, Any], name: str, key: str, layers: int) -> tuple[
     return tuple(sorted(set(out)))
 
 
+#: keys Hunyuan's MoE configs give per layer (vllm models/hunyuan_v1.py indexes them by layer)
+PER_LAYER_KEYS = ("moe_intermediate_size", "moe_topk", "num_shared_expert")
+
+
+def _per_layer_uniform(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """``cfg`` with a per-layer list of :data:`PER_LAYER_KEYS` whose values are all the same as
+    that one value (Hunyuan-A13B's); a list that varies is refused (not sized)."""
+    lists = {k: v for k in PER_LAYER_KEYS if isinstance(v := cfg.get(k), list)}
+    if not lists:
+        return cfg
+    out = dict(cfg)
+    for key, value in lists.items():
+        if not value or any(x != value[0] for x in value):
+            raise _bad(name, key, value, "varies from layer to layer, which advisor does not "
+                       "size")
+        out[key] = value[0]
+    return out
+
+
 def _section(cfg: dict[str, Any], key: str) -> dict[str, Any]:
     """A nested block of the config (MPT's and DBRX's attn_config, DBRX's ffn_config), else {}."""
     value = cfg.get(key)
@@ -787,7 +806,12 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
             hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size' and "
             "'Maximum concurrency'")
     stated = cfg
-    cfg = with_class_defaults(cfg, model_type)
+    cfg = with_class_defaults(_per_layer_uniform(cfg, name), model_type)
+    if cfg.get("use_cla"):
+        raise ModelConfigError(
+            f"{name}: its layers share KV caches (use_cla, cla_share_factor "
+            f"{cfg.get('cla_share_factor')}); advisor sizes one KV cache per attention layer",
+            hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size'")
     layers = _require(cfg, name, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     hidden = _require(cfg, name, "hidden_size", "n_embd", "d_model")
     heads = _require(cfg, name, "num_attention_heads", "n_head", "n_heads")
@@ -822,7 +846,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         ffn, name, "moe_num_experts", default=0, limit="num_experts")
     if n_experts > 1:
         per_token = _int(cfg, name, "num_experts_per_tok", "experts_per_token", "moe_k",
-                         default=0, limit="num_experts_per_tok") or _int(
+                         "moe_topk", default=0, limit="num_experts_per_tok") or _int(
             ffn, name, "moe_top_k", default=2, limit="num_experts_per_tok")
         if per_token > n_experts:
             raise _bad(name, "num_experts_per_tok", per_token,
@@ -837,8 +861,11 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
             num_shared_experts=_int(cfg, name, "n_shared_experts", "moe_num_shared_experts",
                                     default=0, limit="n_shared_experts")
             or (1 if model_type.startswith("llama4") else 0),
+            # Hunyuan's shared MLP is intermediate_size x num_shared_expert wide (hunyuan_v1.py)
             shared_intermediate_size=_int(cfg, name, "shared_expert_intermediate_size",
-                                          default=0),
+                                          default=0) or (
+                inter * _int(cfg, name, "num_shared_expert", default=0,
+                             limit="n_shared_experts") if cfg.get("use_mixed_mlp_moe") else 0),
             first_dense=_int(cfg, name, "first_k_dense_replace", "moe_layer_start_index",
                              default=0, limit="first_k_dense_replace"),
             last=(_int(cfg, name, "moe_layer_end_index", limit="first_k_dense_replace")
