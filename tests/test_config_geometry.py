@@ -214,3 +214,7 @@ def test_a_per_layer_list_that_varies_or_shared_kv_layers_are_refused_not_guesse
         spec_from_config({**cfg, "moe_topk": [8] * 31 + [4]}, "h")
     with pytest.raises(Exception, match="share KV caches"):
         spec_from_config({**cfg, "use_cla": True, "cla_share_factor": 2}, "h")
+    # Gemma 3n: its last num_kv_shared_layers read earlier layers' caches
+    with pytest.raises(Exception, match="share KV caches \\(num_kv_shared_layers 15\\)"):
+        spec_from_config({**json.loads((CONFIGS / "llama-no-length.json").read_text()),
+                          "model_type": "gemma3n_text", "num_kv_shared_layers": 15}, "g")

@@ -807,10 +807,14 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
             "'Maximum concurrency'")
     stated = cfg
     cfg = with_class_defaults(_per_layer_uniform(cfg, name), model_type)
-    if cfg.get("use_cla"):
+    # layers that read another layer's KV cache: Hunyuan's cross-layer attention (use_cla,
+    # hunyuan_v1.py), Gemma 3n's last num_kv_shared_layers (gemma3n.py kv_sharing_target)
+    shared = ("use_cla" if cfg.get("use_cla") else
+              "num_kv_shared_layers" if cfg.get("num_kv_shared_layers") else None)
+    if shared:
         raise ModelConfigError(
-            f"{name}: its layers share KV caches (use_cla, cla_share_factor "
-            f"{cfg.get('cla_share_factor')}); advisor sizes one KV cache per attention layer",
+            f"{name}: its layers share KV caches ({shared} {cfg.get(shared)}); advisor sizes "
+            "one KV cache per attention layer",
             hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size'")
     layers = _require(cfg, name, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     hidden = _require(cfg, name, "hidden_size", "n_embd", "d_model")
