@@ -218,3 +218,15 @@ def test_a_per_layer_list_that_varies_or_shared_kv_layers_are_refused_not_guesse
     with pytest.raises(Exception, match="share KV caches \\(num_kv_shared_layers 15\\)"):
         spec_from_config({**json.loads((CONFIGS / "llama-no-length.json").read_text()),
                           "model_type": "gemma3n_text", "num_kv_shared_layers": 15}, "g")
+
+
+def test_an_alibi_model_of_a_head_size_flashattention_lacks_gets_a_hint_that_fits(tmp_path):
+    """ALiBi at head size 80 runs on FlexAttention on every GPU from 8.0 on, which has no ALiBi:
+    no other GPU and no KV dtype helps, and the hint says so."""
+    cfg = {**json.loads((CONFIGS / "bloom-7b1.json").read_text()), "hidden_size": 2560}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    r = _cli("fit", "--model", str(f), "--gpu", "A100-80GB-SXM", "--ctx", "2048")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "head size 80 with FlexAttention" in r.stderr and "no ALiBi" in r.stderr
+    assert "hint: no GPU runs head size 80 on another backend in vLLM 0.11.0" in r.stderr

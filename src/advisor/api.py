@@ -302,8 +302,10 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
                 if "FA3" in no else
                 "pick an Ampere or newer GPU (compute capability 8.0+)"
                 if what == "attention backend" and "compute capability" in no else
-                "--kv-cache-dtype auto" if "FlexAttention" in no else
-                "a model of head size 32 or more" if what == "attention backend" else
+                "--kv-cache-dtype auto" if what == "fp8 KV cache" and "FlexAttention" in no else
+                f"no GPU runs head size {spec.head_dim} on another backend in vLLM "
+                f"{eng.version}: another model, or another --vllm-version"
+                if what == "attention backend" else
                 "--kv-cache-dtype auto, or an H100, H200 or B200" if "MLA" in no else
                 "--kv-cache-dtype fp8 (e4m3) or auto" if kv_cache_dtype == "fp8_e5m2"
                 and e4m3_ok else
