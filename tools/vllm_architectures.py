@@ -42,9 +42,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,8 +89,6 @@ def config_classes() -> dict[str, type]:
 def geometry_defaults() -> tuple[dict[str, dict[str, object]], dict[str, dict[str, str]]]:
     """Per model type: the geometry keys' __init__ defaults (int or bool, not None), and the
     attribute_map renames that touch a geometry key."""
-    import inspect
-
     defaults: dict[str, dict[str, object]] = {}
     aliases: dict[str, dict[str, str]] = {}
     for model_type, cls in config_classes().items():
@@ -115,7 +115,7 @@ def geometry_defaults() -> tuple[dict[str, dict[str, object]], dict[str, dict[st
     return defaults, aliases
 
 
-def _tie_default(cls: type, params: object) -> bool | None:
+def _tie_default(cls: type, params: Mapping[str, inspect.Parameter]) -> bool | None:
     """Whether a config of this class that does not say ties its output head to the input
     embedding: the value a default instance holds (PretrainedConfig's default is True; many
     classes pass False), else the __init__ default; None where neither can be read."""
@@ -123,9 +123,8 @@ def _tie_default(cls: type, params: object) -> bool | None:
         with contextlib.redirect_stdout(sys.stderr):
             value = cls().tie_word_embeddings
     except Exception:  # noqa: BLE001 - classes that need arguments or optional extras
-        p = params.get("tie_word_embeddings") if isinstance(params, dict) or hasattr(
-            params, "get") else None
-        value = getattr(p, "default", None)
+        p = params.get("tie_word_embeddings")
+        value = p.default if p is not None else None
     return value if isinstance(value, bool) else None
 
 

@@ -267,7 +267,6 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     from advisor.core.weights import (
         architectures_for,
         capability,
-        kv_refusal,
         method_refusal,
         serving_refusal,
     )
@@ -295,23 +294,7 @@ def fit(model: str, gpu: str, *, tp: int = 1, pp: int = 1, max_model_len: int | 
     refused = serving_refusal(spec, cat.gpus[gid], kv_cache_dtype, eng.version,
                               eng.checkpoint_kv_dtype)
     if refused:
-        what, no = refused
-        arch = cat.gpus[gid].architecture
-        e4m3_ok = kv_refusal("fp8", None, arch, eng.version, False, method) is None
-        hint = ("pick an Ampere, Ada or Blackwell GPU (FlashAttention 2 there takes ALiBi)"
-                if "FA3" in no else
-                "pick an Ampere or newer GPU (compute capability 8.0+)"
-                if what == "attention backend" and "compute capability" in no else
-                "--kv-cache-dtype auto" if what == "fp8 KV cache" and "FlexAttention" in no else
-                f"no GPU runs head size {spec.head_dim} on another backend in vLLM "
-                f"{eng.version}: another model, or another --vllm-version"
-                if what == "attention backend" else
-                "--kv-cache-dtype auto, or an H100, H200 or B200" if "MLA" in no else
-                "--kv-cache-dtype fp8 (e4m3) or auto" if kv_cache_dtype == "fp8_e5m2"
-                and e4m3_ok else
-                ("--kv-cache-dtype auto (the model's dtype), or " if kv_cache_dtype != "auto"
-                 else "") + "an Ada, Hopper or Blackwell GPU")
-        raise UserInputError(f"{spec.name} on {gid}: {no}", hint=hint)
+        raise UserInputError(f"{spec.name} on {gid}: {refused.why}", hint=refused.hint)
     req = FitRequest(gpu_memory_gib=mem, gpu_name=cat.gpus[gid].name, tp=tp, pp=pp,
                      max_model_len=max_model_len,
                      gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
@@ -608,8 +591,8 @@ def _rank_weights(cat: Catalog, q: Question, choice: str, spec: ModelSpec, req: 
             if no or upcast or start:
                 rejected.append(Rejection(
                     provider=inst.provider, instance=inst.name,
-                    reason=no or upcast or (start[1] if start else ""),
-                    by=("float32 only" if upcast else start[0] if start
+                    reason=no or upcast or (start.why if start else ""),
+                    by=("float32 only" if upcast else start.what if start
                         else "--quantization" if w.scheme == "fp8"
                         else f"its {w.source} weights")))
             else:

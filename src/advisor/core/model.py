@@ -920,6 +920,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     max_pos = (_int(cfg, name, "max_position_embeddings")
                if cfg.get("max_position_embeddings") is not None else None)
     base_key, base_len = max_len_base(cfg, name)
+    # the top level's: vLLM resolves the checkpoint's class, not its text model's
+    architectures = _architectures(top.get("architectures"))
     if base_key is not None and stated.get(base_key) is None:
         base_key += " (its config class's default; the file does not state it)"
     archs = cfg.get("architectures")
@@ -947,10 +949,9 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         quantization=_quantization(cfg, quantization),
         attention_sinks=model_type == "gpt_oss",
         attention_softcap=bool(cfg.get("attn_logit_softcapping")),
-        attention_alibi=uses_alibi(_architectures(top.get("architectures")), cfg, hidden),
+        attention_alibi=uses_alibi(architectures, cfg, hidden),
         local_rope=cfg.get("rope_local_base_freq") is not None and "sliding" in kinds,
         vision=vision_tower(vcfg, hidden, name) if vcfg is not None else None,
-        # the top level's: vLLM resolves the checkpoint's class, not its text model's
-        architectures=_architectures(top.get("architectures")),
+        architectures=architectures,
         config_model_type=str(top.get("model_type") or "")[:MAX_ARCH_NAME],
     )

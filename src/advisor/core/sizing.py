@@ -99,16 +99,22 @@ def max_len_limit(spec: ModelSpec) -> int | None:
     block without a factor scales by 1. None: the config has no length key, and vLLM takes
     --max-model-len as given.
     """
-    mpe = spec.max_len_base
-    if mpe is None:
+    if spec.max_len_base is None:
         return None
+    if "gemma3" in spec.model_type:
+        return spec.max_len_base
+    return _rope_scaled(spec, spec.max_len_base)
+
+
+def _rope_scaled(spec: ModelSpec, length: int) -> int:
+    """``length`` times the rope scaling factor, for the scalings that extend it (not su,
+    longrope or llama3, whose configs state the extended length); yarn's factor multiplies
+    original_max_position_embeddings (transformers' default for it: the length itself)."""
     kind = spec.rope_scaling_type
-    if (kind is None or kind in ("su", "longrope", "llama3", "default")
-            or "gemma3" in spec.model_type):
-        return mpe
-    factor = spec.rope_scaling_factor or 1.0
-    base = (spec.rope_original_max_position_embeddings or mpe) if kind == "yarn" else mpe
-    return int(base * factor)
+    if kind is None or kind in ("su", "longrope", "llama3", "default"):
+        return length
+    base = (spec.rope_original_max_position_embeddings or length) if kind == "yarn" else length
+    return int(base * (spec.rope_scaling_factor or 1.0))
 
 
 def rope_cache_positions(spec: ModelSpec) -> int:
@@ -117,14 +123,9 @@ def rope_cache_positions(spec: ModelSpec) -> int:
     (linear, dynamic; yarn on its original length) — Gemma 3's linear 8 included, which makes
     its cache 8 x 131072 long (its start-up log's 8.58 GiB of weights); 4096 where the config
     has no max_position_embeddings."""
-    mpe = spec.max_position_embeddings
-    if mpe is None:
+    if spec.max_position_embeddings is None:
         return 4096
-    kind = spec.rope_scaling_type
-    if kind is None or kind in ("su", "longrope", "llama3", "default"):
-        return mpe
-    base = (spec.rope_original_max_position_embeddings or mpe) if kind == "yarn" else mpe
-    return int(base * (spec.rope_scaling_factor or 1.0))
+    return _rope_scaled(spec, spec.max_position_embeddings)
 
 
 def resolve_dtype(spec: ModelSpec, dtype: str, architecture: str | None = None) -> str:

@@ -26,7 +26,7 @@ Evidence, next to each rule:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -419,11 +419,8 @@ def mla_kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, cc: int | Non
     """Why vLLM ``vllm_version`` will not start an MLA model with this KV cache dtype on a GPU
     of compute capability ``cc`` x 10 (None: it will, or advisor has no rule), per
     :data:`MLA_FP8_KV_CAPABILITIES`. "auto" is the checkpoint's own where the release reads it."""
-    kv = kv_cache_dtype
-    if kv == "auto":
-        kv = "fp8" if checkpoint_kv == "fp8" and reads_checkpoint_kv else "auto"
-    if (not kv.startswith("fp8") or cc is None or cc in MLA_FP8_KV_CAPABILITIES
-            or not read_in(vllm_version)):
+    if (not kv_is_fp8(kv_cache_dtype, checkpoint_kv, reads_checkpoint_kv) or cc is None
+            or cc in MLA_FP8_KV_CAPABILITIES or not read_in(vllm_version)):
         return None
     own = " (the checkpoint's)" if kv_cache_dtype == "auto" else ""
     return (f"vLLM {vllm_version} runs MLA attention on {gpu} (compute capability "
@@ -432,27 +429,51 @@ def mla_kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, cc: int | Non
             "have one")
 
 
+class Refusal(NamedTuple):
+    """Why vLLM will not start a model on a GPU: the ranking's label (``what``), the reason, and
+    what would start it (fit's hint)."""
+
+    what: str
+    why: str
+    hint: str
+
+
 def serving_refusal(spec: ModelSpec, gpu: Gpu, kv_cache_dtype: str, vllm_version: str,
-                    reads_checkpoint_kv: bool) -> tuple[str, str] | None:
-    """(what, why) vLLM ``vllm_version`` will not start ``spec`` on ``gpu`` with this KV cache
-    dtype — "attention backend" (:func:`attention_refusal`: soft-capping or ALiBi where the
-    backend has none) or "fp8 KV cache" (:func:`kv_refusal`, :func:`mla_kv_refusal`,
-    FlexAttention's) — or None: the checks fit and the ranking both make, in one order."""
+                    reads_checkpoint_kv: bool) -> Refusal | None:
+    """Why vLLM ``vllm_version`` will not start ``spec`` on ``gpu`` with this KV cache dtype —
+    "attention backend" (:func:`attention_refusal`: soft-capping or ALiBi where the backend
+    has none) or "fp8 KV cache" (:func:`kv_refusal`, :func:`mla_kv_refusal`, FlexAttention's),
+    each with its hint — or None: the checks fit and the ranking both make, in one order."""
     cc = capability(gpu)
     q = spec.quantization
+    method = q.method if q else None
     checkpoint_kv = q.kv_cache_dtype if q else None
     kv_fp8 = kv_is_fp8(kv_cache_dtype, checkpoint_kv, reads_checkpoint_kv)
     backend = attention_refusal(spec, cc, kv_fp8, vllm_version)
     if backend and backend[0] == "attention backend":
-        return backend
+        why = backend[1]
+        hint = ("pick an Ampere, Ada or Blackwell GPU (FlashAttention 2 there takes ALiBi)"
+                if cc == FA3_CAPABILITY and spec.attention_alibi else
+                "pick an Ampere or newer GPU (compute capability 8.0+)"
+                if cc is not None and cc < FLEX_ATTENTION_BELOW else
+                f"no GPU runs head size {spec.head_dim} on another backend in vLLM "
+                f"{vllm_version}: another model, or another --vllm-version")
+        return Refusal("attention backend", why, hint)
     no = kv_refusal(kv_cache_dtype, checkpoint_kv, gpu.architecture, vllm_version,
-                    reads_checkpoint_kv, q.method if q else None)
-    if not no and spec.mla is not None:
-        no = mla_kv_refusal(kv_cache_dtype, checkpoint_kv, cc, gpu.id, vllm_version,
-                            reads_checkpoint_kv)
+                    reads_checkpoint_kv, method)
     if no:
-        return "fp8 KV cache", no
-    return backend
+        e4m3_ok = kv_refusal("fp8", None, gpu.architecture, vllm_version, False,
+                             method) is None
+        return Refusal("fp8 KV cache", no, (
+            "--kv-cache-dtype fp8 (e4m3) or auto" if kv_cache_dtype == "fp8_e5m2" and e4m3_ok
+            else ("--kv-cache-dtype auto (the model's dtype), or "
+                  if kv_cache_dtype != "auto" else "") + "an Ada, Hopper or Blackwell GPU"))
+    if spec.mla is not None and (no := mla_kv_refusal(kv_cache_dtype, checkpoint_kv, cc, gpu.id,
+                                                      vllm_version, reads_checkpoint_kv)):
+        return Refusal("fp8 KV cache", no, "--kv-cache-dtype auto, or an H100, H200 or B200")
+    if backend:  # FlexAttention's fp8 KV cache
+        return Refusal(backend[0], backend[1], "--kv-cache-dtype auto")
+    return None
 
 
 def kv_is_fp8(kv_cache_dtype: str, checkpoint_kv: str | None, reads_checkpoint_kv: bool) -> bool:
