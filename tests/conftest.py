@@ -23,6 +23,31 @@ SLOW = ("faults/", "boot/", "hostile/", "test_name_lock.py", "test_lock_install.
 SERIAL_GROUPS = {"boot/": "boot"}
 
 
+def _command_built_once() -> None:
+    """typer's CliRunner turns the app into its click command on every ``invoke`` (37 ms here:
+    every command's signature is read again), which a real ``advisor`` process does once. The
+    suite makes thousands of in-process runs, so the advisor app's command is built once per
+    worker and reused; click builds a fresh context for each run, and nothing in advisor's
+    commands is decided when the command is built (the cloud options are added at import)."""
+    import typer.main
+    import typer.testing
+
+    build = typer.main.get_command
+    built: dict[int, object] = {}
+
+    def get_command(typer_instance: typer.Typer) -> object:
+        if typer_instance is not app:
+            return build(typer_instance)
+        if id(app) not in built:
+            built[id(app)] = build(app)
+        return built[id(app)]
+
+    typer.testing._get_command = get_command  # type: ignore[assignment]
+
+
+_command_built_once()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:

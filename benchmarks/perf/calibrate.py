@@ -39,7 +39,8 @@ METRICS = ("tpot", "ttft", "output_tps")
 
 
 def rows() -> list[dict[str, Any]]:
-    return list(yaml.safe_load((HERE / "public_runs.yaml").read_text()))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 10x faster on this file
+    return list(yaml.load((HERE / "public_runs.yaml").read_text(), Loader=loader))  # noqa: S506
 
 
 def skipped(r: dict[str, Any]) -> str | None:

@@ -65,17 +65,51 @@ def _cpus(cpulist: str) -> list[int]:
     return out
 
 
+#: .ci/run builds the root in the background while the suite runs and names the build's process
+#: here: the boot tests (one xdist group, so one worker) wait for it; the rest of the suite does not
+BUILDING_VAR = "ADVISOR_BOOT_ROOT_BUILDING"
+#: build-root.sh takes 1-3 minutes here; a build still running after this is taken as hung
+ROOT_WAIT_S = 600
+
+
+def _root_ready() -> bool:
+    return (ROOT / ".advisor-boot-root-v2").exists()
+
+
+def _building() -> int | None:
+    """The pid of a root build still running (not a zombie), named by .ci/run; None if none."""
+    try:
+        pid = int(os.environ.get(BUILDING_VAR, ""))
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (ValueError, OSError, IndexError):
+        return None
+    return None if state in ("Z", "X") else pid
+
+
 def _skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "the boot test needs root (it mounts an overlay and boots a container)"
     if shutil.which("systemd-nspawn") is None:
         return "systemd-nspawn is not installed (.ci/run installs systemd-container)"
-    if not (ROOT / ".advisor-boot-root-v2").exists():
+    if not _root_ready() and _building() is None:
         return f"no boot root at {ROOT}: run tests/boot/build-root.sh (.ci/run does)"
     return None
 
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+@pytest.fixture(scope="session")
+def boot_root() -> Path:
+    """The built root; waits while .ci/run's background build of it is still running."""
+    deadline = time.monotonic() + ROOT_WAIT_S
+    while not _root_ready() and _building() is not None and time.monotonic() < deadline:
+        time.sleep(2)
+    if not _root_ready():
+        pytest.skip(f"no boot root at {ROOT}: its build (pid {os.environ.get(BUILDING_VAR)}) "
+                    "ended without one or took over 10 min; run tests/boot/build-root.sh")
+    return ROOT
+
+
+pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+              pytest.mark.usefixtures("boot_root")]
 
 
 class Box:

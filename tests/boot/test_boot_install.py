@@ -44,6 +44,7 @@ from tests.boot.test_boot import (
     _render,
     _root_python,
     _skip_reason,
+    boot_root,  # noqa: F401 - the fixture the marks below use
 )
 
 from advisor.bootstatus import describe, parse
@@ -89,7 +90,8 @@ def _skip() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_skip() is not None, reason=_skip() or "")
+pytestmark = [pytest.mark.skipif(_skip() is not None, reason=_skip() or ""),
+              pytest.mark.usefixtures("boot_root")]
 
 
 class LayeredBox(Box):

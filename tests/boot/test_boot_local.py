@@ -28,13 +28,15 @@ from tests.boot.test_boot import (
     _expected,
     _real_nodes,
     _skip_reason,
+    boot_root,  # noqa: F401 - the fixture the marks below use
     fake_gpu_side,
 )
 from tests.test_topology import make_sysfs
 
 import advisor
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+              pytest.mark.usefixtures("boot_root")]
 
 LAYER = {"gpus.yaml": """
     gpus:

@@ -22,13 +22,21 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.boot.test_boot import HERE, Box, _boot_plan, _render, _skip_reason
+from tests.boot.test_boot import (  # noqa: F401 - boot_root: the fixture the marks below use
+    HERE,
+    Box,
+    _boot_plan,
+    _render,
+    _skip_reason,
+    boot_root,
+)
 from tests.doctor_trees import make_host
 
 import advisor
 from advisor.host.doctor import diagnose
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+              pytest.mark.usefixtures("boot_root")]
 
 STANDIN = "/usr/local/lib/advisor-standins/vllm"
 

@@ -98,7 +98,10 @@ def provider_file(out: Path | None, provider: str) -> tuple[Path, dict[str, Any]
     from advisor.inputs import read_text
 
     try:
-        doc = (yaml.safe_load(read_text(source, limit=MAX_YAML_BYTES, what=""))
+        # the C loader where libyaml is there: aws.yaml (160 KB) takes 0.28 s in the Python
+        # loader, 0.025 s in C
+        doc = (yaml.load(read_text(source, limit=MAX_YAML_BYTES, what=""),  # noqa: S506
+                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
                if source.exists() else None)
     except yaml.YAMLError as exc:
         raise CatalogError(f"cannot read it: {exc}", file=str(source)) from exc
