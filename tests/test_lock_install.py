@@ -663,7 +663,11 @@ NOT_BUILT = {"chatglm-defaults", "glm-4-9b-chat", "falcon-40b-old", "falcon-rw-7
 
 def _config_folders(tmp_path: Path, paths: list[Path]) -> dict[str, tuple[Path, dict]]:
     """One folder with a config.json per config (a catalog subset without "architectures"
-    names the class its model_type maps to, as the real checkpoint does: phi-4's)."""
+    names the class its model_type maps to, as the real checkpoint does: phi-4's), and a
+    tokenizer_config.json whose model_max_length (256) is below every limit: vLLM 0.11.0 reads
+    it only for pooling models with absolute positions (ModelConfig.get_and_verify_max_len),
+    so the geometry test's "advisor's limit is accepted" fails if a generative model's length
+    came from it."""
     out = {}
     for path in paths:
         # the benchmarks quote two catalog models again: their names say where they are from
@@ -674,6 +678,7 @@ def _config_folders(tmp_path: Path, paths: list[Path]) -> dict[str, tuple[Path, 
         folder = tmp_path / "configs" / stem
         folder.mkdir(parents=True)
         (folder / "config.json").write_text(json.dumps(cfg))
+        (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 256}))
         out[stem] = (folder, cfg)
     return out
 
