@@ -96,13 +96,18 @@ def _skip_reason() -> str | None:
     return None
 
 
+def _wait_for_root(limit_s: float = ROOT_WAIT_S, poll_s: float = 2) -> bool:
+    """Whether the root is there, once no named build is running any more (or after limit_s)."""
+    deadline = time.monotonic() + limit_s
+    while not _root_ready() and _building() is not None and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    return _root_ready()
+
+
 @pytest.fixture(scope="session")
 def boot_root() -> Path:
     """The built root; waits while .ci/run's background build of it is still running."""
-    deadline = time.monotonic() + ROOT_WAIT_S
-    while not _root_ready() and _building() is not None and time.monotonic() < deadline:
-        time.sleep(2)
-    if not _root_ready():
+    if not _wait_for_root():
         pytest.skip(f"no boot root at {ROOT}: its build (pid {os.environ.get(BUILDING_VAR)}) "
                     "ended without one or took over 10 min; run tests/boot/build-root.sh")
     return ROOT

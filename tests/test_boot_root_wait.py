@@ -1,0 +1,91 @@
+"""The boot tests wait for the root .ci/run builds beside the suite (tests/boot/test_boot.py):
+only while the build it names still runs, and only for the root's marker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.boot import test_boot as boot
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.setattr(boot, "ROOT", tmp_path / "root")
+    return tmp_path / "root"
+
+
+def test_a_running_build_is_waited_for_and_a_dead_or_unnamed_one_is_not(monkeypatch):
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        monkeypatch.setenv(boot.BUILDING_VAR, str(live.pid))
+        assert boot._building() == live.pid
+        deadline = time.monotonic() + 30
+        while done.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monkeypatch.setenv(boot.BUILDING_VAR, str(done.pid))  # reaped: no such process
+        assert boot._building() is None
+        for junk in ("", "abc", "-1", "99999999"):
+            monkeypatch.setenv(boot.BUILDING_VAR, junk)
+            assert boot._building() is None, junk
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_zombie_build_is_over(monkeypatch):
+    """.ci/run's shell may not reap its background build while the suite runs: a zombie is a
+    build that ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        state = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    try:
+        assert state == "Z"
+        monkeypatch.setenv(boot.BUILDING_VAR, str(child.pid))
+        assert boot._building() is None
+    finally:
+        child.wait()
+
+
+def test_the_wait_ends_with_the_root_or_with_the_build(root, monkeypatch, tmp_path):
+    # a build that makes the root: waited for, then ready
+    marker = root / ".advisor-boot-root-v2"
+    build = subprocess.Popen([sys.executable, "-c", f"""
+import pathlib, time
+time.sleep(0.5)
+pathlib.Path({str(root)!r}).mkdir()
+pathlib.Path({str(marker)!r}).touch()
+time.sleep(0.5)"""])
+    monkeypatch.setenv(boot.BUILDING_VAR, str(build.pid))
+    t0 = time.monotonic()
+    assert boot._wait_for_root(limit_s=30, poll_s=0.05) is True
+    assert time.monotonic() - t0 < 20
+    build.wait()
+    # a build that ends without one: the wait ends with it, not at the limit
+    marker.unlink()
+    failed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    monkeypatch.setenv(boot.BUILDING_VAR, str(failed.pid))
+    t0 = time.monotonic()
+    assert boot._wait_for_root(limit_s=30, poll_s=0.05) is False
+    assert time.monotonic() - t0 < 20
+    failed.wait()
+    # collection: no root and no build named skips with how to build one; a running build
+    # named does not skip (the fixture waits instead)
+    if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
+        return  # the boot tests skip before the root matters
+    monkeypatch.delenv(boot.BUILDING_VAR)
+    assert boot._skip_reason() == (f"no boot root at {root}: run tests/boot/build-root.sh "
+                                   "(.ci/run does)")
+    monkeypatch.setenv(boot.BUILDING_VAR, str(os.getpid()))
+    assert boot._skip_reason() is None
