@@ -26,7 +26,7 @@ SERIAL_GROUPS = {"boot/": "boot"}
 def _command_built_once() -> None:
     """typer's CliRunner turns the app into its click command on every ``invoke`` (37 ms here:
     every command's signature is read again), which a real ``advisor`` process does once. The
-    suite makes thousands of in-process runs, so the advisor app's command is built once per
+    suite makes hundreds of in-process runs, so the advisor app's command is built once per
     worker and reused; click builds a fresh context for each run, and nothing in advisor's
     commands is decided when the command is built (the cloud options are added at import)."""
     import typer.main
