@@ -252,6 +252,15 @@ FA_HEAD_SIZES = (32, 64, 96, 128, 160, 192, 224, 256)
 FA3_CAPABILITY = 90
 
 
+class Refusal(NamedTuple):
+    """Why vLLM will not start a model on a GPU: the ranking's label (``what``), the reason, and
+    what would start it (fit's hint)."""
+
+    what: str
+    why: str
+    hint: str
+
+
 def attention_backend(spec: ModelSpec, cc: int | None, kv_fp8: bool,
                       vllm_version: str) -> str | None:
     """The attention backend vLLM ``vllm_version`` picks for a non-MLA model on a GPU of compute
@@ -270,38 +279,47 @@ def attention_backend(spec: ModelSpec, cc: int | None, kv_fp8: bool,
 
 
 def attention_refusal(spec: ModelSpec, cc: int | None, kv_fp8: bool,
-                      vllm_version: str) -> tuple[str, str] | None:
-    """(what, why) the backend of :func:`attention_backend` will not start ``spec``: its
-    __init__ or first forward raises (v1/attention/backends/flex_attention.py, triton_attn.py,
-    vllm_flash_attn) — or None."""
+                      vllm_version: str) -> Refusal | None:
+    """Why the backend of :func:`attention_backend` will not start ``spec`` — its __init__ or
+    first forward raises (v1/attention/backends/flex_attention.py, triton_attn.py,
+    vllm_flash_attn) — with what would start it; or None."""
     backend = attention_backend(spec, cc, kv_fp8, vllm_version)
     if backend is None:
         return None
     assert cc is not None
-    where = (f"runs attention on compute capability {cc / 10:.1f} with FlexAttention"
-             if cc < FLEX_ATTENTION_BELOW else
-             f"runs head size {spec.head_dim} with FlexAttention (FlashAttention takes "
+    below = cc < FLEX_ATTENTION_BELOW
+    where = (f"runs attention on compute capability {cc / 10:.1f} with FlexAttention" if below
+             else f"runs head size {spec.head_dim} with FlexAttention (FlashAttention takes "
              f"{FA_HEAD_SIZES[0]}-{FA_HEAD_SIZES[-1]} in steps of 32)")
+    # below 8.0 every model runs on FlexAttention; from 8.0 on only a head size no other
+    # backend takes does, on every GPU
+    elsewhere = ("pick an Ampere or newer GPU (compute capability 8.0+)" if below else
+                 f"no GPU runs head size {spec.head_dim} on another backend in vLLM "
+                 f"{vllm_version}: another model, or another --vllm-version")
     if backend == "FLEX_ATTENTION":
         if spec.attention_softcap:
-            return "attention backend", (f"vLLM {vllm_version} {where}, which has no logits "
-                                         "soft-capping (\"FlexAttention does not support "
-                                         "logits soft cap yet\")")
+            return Refusal("attention backend", f"vLLM {vllm_version} {where}, which has no "
+                           "logits soft-capping (\"FlexAttention does not support logits soft "
+                           "cap yet\")", elsewhere)
         if spec.attention_alibi:
-            return "attention backend", (f"vLLM {vllm_version} {where}, which has no ALiBi "
-                                         "(\"FlexAttention does not support alibi slopes "
-                                         "yet\")")
-        if kv_fp8 and cc >= FLEX_ATTENTION_BELOW:  # below 8.0 kv_refusal says it first
-            return "fp8 KV cache", (f"vLLM {vllm_version} {where}, which has no fp8 KV cache "
-                                    "(\"FlexAttention does not support quantized kv-cache\")")
+            return Refusal("attention backend", f"vLLM {vllm_version} {where}, which has no "
+                           "ALiBi (\"FlexAttention does not support alibi slopes yet\")",
+                           elsewhere)
+        if kv_fp8 and not below:  # below 8.0 kv_refusal says it first
+            return Refusal("fp8 KV cache", f"vLLM {vllm_version} {where}, which has no fp8 KV "
+                           "cache (\"FlexAttention does not support quantized kv-cache\")",
+                           "--kv-cache-dtype auto")
     if backend == "FLASH_ATTN" and cc == FA3_CAPABILITY and spec.attention_alibi:
-        return "attention backend", (f"vLLM {vllm_version} runs attention on Hopper with "
-                                     "FlashAttention 3, which has no ALiBi (\"Alibi is not "
-                                     "supported in FA3\"; V1 does not fall back to FA2)")
+        return Refusal("attention backend", f"vLLM {vllm_version} runs attention on Hopper "
+                       "with FlashAttention 3, which has no ALiBi (\"Alibi is not supported in "
+                       "FA3\"; V1 does not fall back to FA2)",
+                       "pick an Ampere, Ada or Blackwell GPU (FlashAttention 2 there takes "
+                       "ALiBi)")
     if backend == "TRITON_ATTN" and spec.head_dim < 32:
-        return "attention backend", (f"vLLM {vllm_version} runs this model with Triton "
-                                     f"attention, which needs head size 32 or more (it has "
-                                     f"{spec.head_dim})")
+        return Refusal("attention backend", f"vLLM {vllm_version} runs this model with Triton "
+                       f"attention, which needs head size 32 or more (it has {spec.head_dim})",
+                       "--kv-cache-dtype auto" if kv_fp8 and not spec.attention_sinks
+                       else elsewhere)
     return None
 
 
@@ -429,15 +447,6 @@ def mla_kv_refusal(kv_cache_dtype: str, checkpoint_kv: str | None, cc: int | Non
             "have one")
 
 
-class Refusal(NamedTuple):
-    """Why vLLM will not start a model on a GPU: the ranking's label (``what``), the reason, and
-    what would start it (fit's hint)."""
-
-    what: str
-    why: str
-    hint: str
-
-
 def serving_refusal(spec: ModelSpec, gpu: Gpu, kv_cache_dtype: str, vllm_version: str,
                     reads_checkpoint_kv: bool) -> Refusal | None:
     """Why vLLM ``vllm_version`` will not start ``spec`` on ``gpu`` with this KV cache dtype —
@@ -450,15 +459,8 @@ def serving_refusal(spec: ModelSpec, gpu: Gpu, kv_cache_dtype: str, vllm_version
     checkpoint_kv = q.kv_cache_dtype if q else None
     kv_fp8 = kv_is_fp8(kv_cache_dtype, checkpoint_kv, reads_checkpoint_kv)
     backend = attention_refusal(spec, cc, kv_fp8, vllm_version)
-    if backend and backend[0] == "attention backend":
-        why = backend[1]
-        hint = ("pick an Ampere, Ada or Blackwell GPU (FlashAttention 2 there takes ALiBi)"
-                if cc == FA3_CAPABILITY and spec.attention_alibi else
-                "pick an Ampere or newer GPU (compute capability 8.0+)"
-                if cc is not None and cc < FLEX_ATTENTION_BELOW else
-                f"no GPU runs head size {spec.head_dim} on another backend in vLLM "
-                f"{vllm_version}: another model, or another --vllm-version")
-        return Refusal("attention backend", why, hint)
+    if backend and backend.what == "attention backend":
+        return backend
     no = kv_refusal(kv_cache_dtype, checkpoint_kv, gpu.architecture, vllm_version,
                     reads_checkpoint_kv, method)
     if no:
@@ -471,9 +473,7 @@ def serving_refusal(spec: ModelSpec, gpu: Gpu, kv_cache_dtype: str, vllm_version
     if spec.mla is not None and (no := mla_kv_refusal(kv_cache_dtype, checkpoint_kv, cc, gpu.id,
                                                       vllm_version, reads_checkpoint_kv)):
         return Refusal("fp8 KV cache", no, "--kv-cache-dtype auto, or an H100, H200 or B200")
-    if backend:  # FlexAttention's fp8 KV cache
-        return Refusal(backend[0], backend[1], "--kv-cache-dtype auto")
-    return None
+    return backend  # FlexAttention's fp8 KV cache, or None
 
 
 def kv_is_fp8(kv_cache_dtype: str, checkpoint_kv: str | None, reads_checkpoint_kv: bool) -> bool:
