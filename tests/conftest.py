@@ -33,16 +33,9 @@ def _command_built_once() -> None:
     import typer.testing
 
     build = typer.main.get_command
-    built: dict[int, object] = {}
-
-    def get_command(typer_instance: typer.Typer) -> object:
-        if typer_instance is not app:
-            return build(typer_instance)
-        if id(app) not in built:
-            built[id(app)] = build(app)
-        return built[id(app)]
-
-    typer.testing._get_command = get_command  # type: ignore[assignment]
+    command = build(app)
+    typer.testing._get_command = (
+        lambda typer_instance: command if typer_instance is app else build(typer_instance))
 
 
 _command_built_once()

@@ -180,3 +180,18 @@ def test_cli_refresh_against_moto(aws, tmp_path):
     hostile = cli(aws, "catalog", "refresh", "--provider", "aws", "--region", "x;y", "--out",
                   str(tmp_path / "h"))
     assert hostile.returncode == 2 and not (tmp_path / "h").exists()
+
+
+def test_an_instances_file_with_a_key_twice_is_refused_not_rewritten(tmp_path):
+    """refresh reads the file it rewrites with the catalog loader's YAML reader: PyYAML's own
+    keeps the last of two keys silently, and the rewrite would drop the other fact."""
+    from advisor.clouds.refresh import provider_file
+
+    (tmp_path / "instances").mkdir()
+    path = tmp_path / "instances" / "aws.yaml"
+    path.write_text("schema_version: 1\nprovider: aws\ninstances:\n"
+                    "  - {name: p5.48xlarge, vcpus: 192, vcpus: 96}\n")
+    with pytest.raises(CatalogError, match="duplicate key 'vcpus'"):
+        provider_file(tmp_path, "aws")
+    path.write_text("schema_version: 1\nprovider: aws\ninstances:\n  - {name: p5.48xlarge}\n")
+    assert provider_file(tmp_path, "aws")[1]["instances"] == [{"name": "p5.48xlarge"}]

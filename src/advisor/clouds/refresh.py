@@ -94,14 +94,14 @@ def provider_file(out: Path | None, provider: str) -> tuple[Path, dict[str, Any]
     bundled catalog's."""
     name = f"instances/{provider}.yaml"
     source = out / name if out is not None and (out / name).exists() else bundled_dir() / name
-    from advisor.catalog.loader import MAX_YAML_BYTES
+    from advisor.catalog.loader import MAX_YAML_BYTES, _yaml_loader
     from advisor.inputs import read_text
 
     try:
-        # the C loader where libyaml is there: aws.yaml (160 KB) takes 0.28 s in the Python
-        # loader, 0.025 s in C
+        # the catalog loader's own: libyaml (aws.yaml, 160 KB: 0.025 s, 0.28 s in Python), and
+        # a key given twice refused as the catalog refuses it
         doc = (yaml.load(read_text(source, limit=MAX_YAML_BYTES, what=""),  # noqa: S506
-                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+                         Loader=_yaml_loader())
                if source.exists() else None)
     except yaml.YAMLError as exc:
         raise CatalogError(f"cannot read it: {exc}", file=str(source)) from exc
