@@ -768,14 +768,14 @@ def max_len_base(cfg: dict[str, Any], name: str) -> tuple[str | None, int | None
     (Command-R); (None, None) where none is present — vLLM then takes --max-model-len as given."""
     # a length beyond any context (tokenizers' VERY_LARGE_INTEGER, 1e30, in a model_max_length)
     # bounds nothing: it is left out rather than refused
-    found = [(k, _int(cfg, name, k, limit="max_position_embeddings"))
-             for k in MAX_LEN_KEYS
-             if cfg.get(k) is not None and not _beyond_any_context(cfg[k])]
     if cfg.get("model_max_length"):
         if _beyond_any_context(cfg["model_max_length"]):
             return None, None
         return "model_max_length", _int(cfg, name, "model_max_length",
                                         limit="max_position_embeddings")
+    found = [(k, _int(cfg, name, k, limit="max_position_embeddings"))
+             for k in MAX_LEN_KEYS
+             if cfg.get(k) is not None and not _beyond_any_context(cfg[k])]
     if not found:
         return None, None
     return min(found, key=lambda kv: kv[1])
