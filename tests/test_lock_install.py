@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -753,3 +754,103 @@ def test_advisor_counts_parameters_as_transformers_builds_the_model(tmp_path):
             continue
         mine = spec_from_config(cfg, name).param_counts()["total"]
         assert abs(mine - got[name]) <= 0.001 * got[name], (name, mine, got[name])
+
+
+# --- a linear-attention model's KV cache, as the pinned vLLM lays it out --------------------
+
+LINEAR_KV = r"""
+import contextlib, json, logging, sys, types, warnings
+warnings.filterwarnings("ignore")
+with contextlib.redirect_stdout(sys.stderr):
+    import torch
+    from vllm.config import (CacheConfig, CompilationConfig, ModelConfig, ParallelConfig,
+                             SchedulerConfig)
+    from vllm.model_executor.models.config import HybridAttentionMambaModelConfig
+    from vllm.model_executor.models.registry import ModelRegistry
+    from vllm.v1.core import kv_cache_utils
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec
+logs = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        logs.append(record.getMessage())
+logging.getLogger("vllm").addHandler(Keep())
+folder, cases = sys.argv[1], json.loads(sys.argv[2])
+out = []
+for tp, max_len, kv_dtype, memory in cases:
+    del logs[:]
+    with contextlib.redirect_stdout(sys.stderr):
+        m = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True,
+                        max_model_len=max_len)
+    pc, cc = ParallelConfig(tensor_parallel_size=tp), CacheConfig(cache_dtype=kv_dtype)
+    # the parts of VllmConfig these read (a whole VllmConfig needs a device to infer)
+    vc = types.SimpleNamespace(
+        model_config=m, parallel_config=pc, cache_config=cc, speculative_config=None,
+        compilation_config=CompilationConfig(),
+        scheduler_config=SchedulerConfig(max_model_len=max_len, is_encoder_decoder=False))
+    HybridAttentionMambaModelConfig.verify_and_update_config(vc)
+    cls, _ = ModelRegistry.resolve_model_cls(m.architecture, model_config=m)
+    shapes = cls.get_mamba_state_shape_from_config(vc)
+    dtypes = cls.get_mamba_state_dtype_from_config(vc)
+    kv = m.dtype if kv_dtype == "auto" else torch.float8_e4m3fn
+    # one spec per layer, as GPUModelRunner.get_kv_cache_spec builds them: attention layers
+    # a FullAttentionSpec, Gated DeltaNet layers (MambaBase) a MambaSpec of their state
+    specs = {}
+    for i, kind in enumerate(m.hf_config.layer_types):
+        specs[f"layers.{i}"] = (
+            FullAttentionSpec(block_size=cc.block_size, num_kv_heads=m.get_num_kv_heads(pc),
+                              head_size=m.get_head_size(), dtype=kv)
+            if kind == "full_attention" else
+            MambaSpec(shapes=shapes, dtypes=dtypes, block_size=max_len,
+                      page_size_padded=cc.mamba_page_size_padded, mamba_type="gdn_attention"))
+    config = kv_cache_utils.get_kv_cache_configs(vc, [specs], [memory])[0]
+    said = {l.split(":")[0]: l for l in logs if "KV cache size" in l or "concurrency" in l}
+    out.append({"block": cc.block_size, "prefix_caching": cc.enable_prefix_caching,
+                "state": [list(s) for s in shapes], "groups": len(config.kv_cache_groups),
+                "num_blocks": config.num_blocks,
+                "tokens": int(said["GPU KV cache size"].split(": ")[1].split()[0]
+                              .replace(",", "")),
+                "concurrency": float(next(v for k, v in said.items() if "concurrency" in k)
+                                     .rsplit(" ", 1)[1].rstrip("x"))})
+print(json.dumps(out))
+"""
+
+
+def test_a_gated_delta_net_kv_cache_is_laid_out_as_the_pinned_vllm_does(tmp_path):
+    """Qwen3-Next's KV cache (12 attention layers, 36 Gated DeltaNet layers) against vLLM
+    0.11.0's own code on the CPU: HybridAttentionMambaModelConfig sets the attention block
+    size and pads the state page, the model class gives the state's shape, and
+    kv_cache_utils.get_kv_cache_configs groups the layers and counts the blocks, the "GPU KV
+    cache size" and the "Maximum concurrency" it logs. advisor's fit must give the same block
+    size, blocks, tokens and concurrency for the same KV memory at every TP, both KV dtypes
+    and three lengths (the layer specs are built here as GPUModelRunner builds them: vLLM
+    builds them only from a model on a GPU)."""
+    from advisor.core import sizing
+    from advisor.core.engine import GIB, profile
+    from advisor.core.model import spec_from_config
+
+    path = ROOT / "tests" / "fixtures" / "configs" / "qwen3-next-80b-a3b.json"
+    folder = tmp_path / "qwen3-next"
+    folder.mkdir()
+    (folder / "config.json").write_text(path.read_text())
+    cases = [[tp, max_len, kv, int(gib * GIB)] for tp, max_len, kv, gib in [
+        (1, 4096, "auto", 7.5), (2, 32768, "auto", 20.0), (4, 32768, "auto", 20.0),
+        (4, 262144, "fp8", 33.3), (8, 100, "auto", 0.75), (8, 131072, "fp8", 61.0)]]
+    got = _run(_python(LOCKS[1].values[0]), LINEAR_KV, str(folder), json.dumps(cases),
+               tmp_path=tmp_path, vllm_cache=_venv(LOCKS[1].values[0]).parent / "vllm-cache")
+    spec = spec_from_config(json.loads(path.read_text()), "qwen3-next")
+    engine = profile(VLLM)
+    layers = list(range(spec.num_layers))
+    for (tp, max_len, kv, memory), vllm in zip(cases, got, strict=True):
+        kv_b = 1.0 if kv == "fp8" else 2.0
+        block = sizing.linear_block_size(spec, tp, kv_b, 2.0)
+        assert block == vllm["block"], (tp, kv, vllm)
+        assert spec.linear_attention.state_elements(tp) == tuple(
+            math.prod(shape) for shape in vllm["state"]), vllm
+        per_layer = sizing.kv_bytes_per_token_per_layer(spec, tp, kv_b)
+        blocks, tokens, concurrency, _ = sizing.kv_capacity(
+            spec, memory / GIB, layers, per_layer,
+            engine.model_copy(update={"block_size": block}), max_len, 8192)
+        assert (blocks, tokens, len(sizing.kv_layout(spec, layers, engine)[1])) == (
+            vllm["num_blocks"], vllm["tokens"], vllm["groups"]), (tp, max_len, kv, vllm)
+        assert round(concurrency, 2) == vllm["concurrency"], (tp, max_len, kv, vllm)
+        assert vllm["prefix_caching"] is False  # the fit's note says vLLM turns it off

@@ -60,7 +60,11 @@ GEOMETRY_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
                  "max_seq_length", "seq_len", "multi_query", "new_decoder_architecture",
                  "n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
                  "head_dim", "hidden_size_per_head", "num_attention_heads", "hidden_size",
-                 "num_hidden_layers")
+                 "num_hidden_layers",
+                 # Qwen3-Next's Gated DeltaNet layers: their recurrent state per sequence
+                 # (qwen3_next.py get_mamba_state_shape_from_config) and their weights
+                 "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                 "linear_value_head_dim", "linear_conv_kernel_dim")
 
 
 def config_classes() -> dict[str, type]:

@@ -28,7 +28,9 @@ VOCAB_PADDING = 64
 MAX_ARCHITECTURES = 8
 MAX_ARCH_NAME = 120
 
-LayerKind = Literal["full", "sliding"]
+#: "linear": a Gated DeltaNet layer (Qwen3-Next), which keeps a recurrent state per sequence
+#: instead of a KV cache (:class:`GatedDeltaNet`)
+LayerKind = Literal["full", "sliding", "linear"]
 
 
 class MoE(BaseModel):
@@ -60,6 +62,58 @@ class MLA(BaseModel):
     qk_nope_head_dim: int
     v_head_dim: int
     q_lora_rank: int | None = None
+
+
+class GatedDeltaNet(BaseModel):
+    """Qwen3-Next's linear-attention layer as vLLM 0.11.0 builds it
+    (vllm/model_executor/models/qwen3_next.py, Qwen3NextGatedDeltaNet): a column-parallel
+    in_proj_qkvz (hidden -> 2 x key_dim + 2 x value_dim) and in_proj_ba (hidden -> 2 x value
+    heads), a depthwise causal conv1d over the conv_dim = 2 x key_dim + value_dim channels
+    (column-parallel, never quantized), per value head dt_bias and A_log (fp32), a gated
+    RMSNorm of head_v_dim, and a row-parallel out_proj (value_dim -> hidden).
+
+    Its state per sequence (MambaStateShapeCalculator.gated_delta_net_state_shape, vllm
+    model_executor/layers/mamba/mamba_utils.py): a conv state of (kernel - 1) x conv_dim / TP
+    and a temporal state of value_heads / TP x head_k_dim x head_v_dim, both in the model's
+    dtype (gated_delta_net_state_dtype with --mamba-cache-dtype auto)."""
+
+    model_config = ConfigDict(frozen=True)
+    num_k_heads: int = Field(gt=0)
+    num_v_heads: int = Field(gt=0)
+    head_k_dim: int = Field(gt=0)
+    head_v_dim: int = Field(gt=0)
+    conv_kernel: int = Field(gt=1)
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_k_heads * self.head_k_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_v_heads * self.head_v_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return 2 * self.key_dim + self.value_dim
+
+    def linear_params(self, hidden: int) -> int:
+        """The quantizable projections: in_proj_qkvz, in_proj_ba, out_proj."""
+        return hidden * (2 * self.key_dim + 2 * self.value_dim + 2 * self.num_v_heads
+                         + self.value_dim)
+
+    def params(self, hidden: int) -> int:
+        """The whole layer's mixer (conv1d weight, dt_bias, A_log and the gated norm with it)."""
+        return (self.linear_params(hidden) + self.conv_dim * self.conv_kernel
+                + 2 * self.num_v_heads + self.head_v_dim)
+
+    def state_elements(self, tp: int) -> tuple[int, int]:
+        """(conv state, temporal state) elements of one sequence on one GPU of TP ``tp``."""
+        return ((self.conv_kernel - 1) * (self.conv_dim // tp),
+                self.num_v_heads // tp * self.head_k_dim * self.head_v_dim)
+
+    def state_bytes(self, tp: int, dtype_bytes: float) -> int:
+        """Bytes of one sequence's state in one layer on one GPU (vLLM's MambaSpec page)."""
+        return int(sum(self.state_elements(tp)) * dtype_bytes)
 
 
 class Quantization(BaseModel):
@@ -133,8 +187,14 @@ class ModelSpec(BaseModel):
     gated_mlp: bool = True
     moe: MoE | None = None
     mla: MLA | None = None
-    #: attention kind of each layer; "sliding" layers keep only the last ``sliding_window``
+    #: attention kind of each layer; "sliding" layers keep only the last ``sliding_window``,
+    #: "linear" layers are :attr:`linear_attention`'s
     layer_kinds: tuple[LayerKind, ...]
+    #: the linear-attention layers' shape (Qwen3-Next's Gated DeltaNet; None: none)
+    linear_attention: GatedDeltaNet | None = None
+    #: a sigmoid output gate on the attention (Qwen3-Next's attn_output_gate: q_proj is twice
+    #: as wide, vllm qwen3_next.py Qwen3NextAttention)
+    attn_output_gate: bool = False
     sliding_window: int | None = None
     quantization: Quantization | None = None
     attention_sinks: bool = False
@@ -168,6 +228,11 @@ class ModelSpec(BaseModel):
     def is_hybrid(self) -> bool:
         return "sliding" in self.layer_kinds and "full" in self.layer_kinds
 
+    @property
+    def attention_layers(self) -> int:
+        """Layers that keep a KV cache (all but the linear-attention ones)."""
+        return sum(1 for k in self.layer_kinds if k != "linear")
+
     def tp_problem(self, tp: int, expert_parallel: bool = False) -> str | None:
         """Why vLLM cannot shard this model over ``tp`` GPUs (None: it can), in its words.
 
@@ -188,6 +253,11 @@ class ModelSpec(BaseModel):
             return f"TP {tp} does not divide the {self.num_heads} attention heads"
         if not self.splits_over(tp):
             return f"TP {tp} does not divide the {self.num_kv_heads} KV heads"
+        la = self.linear_attention
+        if la is not None:  # qwen3_next.py: divide(num_v_heads, tp); the conv state's channels
+            for what, n in (("key", la.num_k_heads), ("value", la.num_v_heads)):
+                if n % tp:
+                    return f"TP {tp} does not divide the {n} linear-attention {what} heads"
         dense = self.moe is None or not all(self.is_moe_layer(i)
                                             for i in range(self.num_layers))
         dims: list[tuple[str, int, bool]] = []  # (what, size, quantized)
@@ -280,7 +350,7 @@ class ModelSpec(BaseModel):
             kv += m.kv_lora_rank * self.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
             o = self.num_heads * m.v_head_dim * h
             return q + kv + o
-        q = h * self.num_heads * d
+        q = h * self.num_heads * d * (2 if self.attn_output_gate else 1)
         kv = 2 * h * self.num_kv_heads * d
         o = self.num_heads * d * h
         bias = (self.num_heads + 2 * self.num_kv_heads) * d if self.attention_bias else 0
@@ -312,7 +382,7 @@ class ModelSpec(BaseModel):
         shared_size = (m.shared_intermediate_size
                        or m.num_shared_experts * m.expert_intermediate_size)
         shared = 3 * self.hidden_size * shared_size
-        if self.model_type == "qwen2_moe" and shared_size:
+        if self.model_type in ("qwen2_moe", "qwen3_next") and shared_size:
             shared += self.hidden_size  # the shared expert's sigmoid gate
         return experts, router + shared
 
@@ -328,7 +398,9 @@ class ModelSpec(BaseModel):
         total = active = experts_total = 0
         norms = 2 * self.hidden_size
         for i in range(self.num_layers):
-            attn = self.attention_params()
+            attn = (self.linear_attention.params(self.hidden_size)
+                    if self.layer_kinds[i] == "linear" and self.linear_attention is not None
+                    else self.attention_params())
             if self.is_moe_layer(i):
                 e_all, other = self.moe_layer_params(active=False)
                 e_act, _ = self.moe_layer_params(active=True)
@@ -384,6 +456,12 @@ LIMITS: dict[str, tuple[int, int]] = {
     "original_max_position_embeddings": (1, 1 << 27),
     "sliding_window": (1, 1 << 27),
     "sliding_window_pattern": (1, 4096),
+    "full_attention_interval": (1, 4096),
+    "linear_num_key_heads": (1, 1 << 14),
+    "linear_num_value_heads": (1, 1 << 14),
+    "linear_key_head_dim": (1, 1 << 14),
+    "linear_value_head_dim": (1, 1 << 14),
+    "linear_conv_kernel_dim": (2, 64),
     "bits": (1, 32),
     "group_size": (-1, 1 << 20),
 }
@@ -608,13 +686,55 @@ HYBRID_KEYS = ("full_attention_interval", "hybrid_override_pattern", "attn_layer
 HYBRID_LAYER_WORDS = ("linear", "mamba", "ssm", "conv", "deltanet", "rwkv")
 
 
+#: model types whose linear-attention layers advisor sizes (:class:`GatedDeltaNet`); the
+#: other hybrids of :func:`hybrid_layers` are refused
+LINEAR_ATTENTION_MODEL_TYPES = ("qwen3_next",)
+#: Qwen3NextConfig's default when config.json leaves it out: one attention layer in four
+#: (transformers 4.57.6 configuration_qwen3_next.py: kwargs.get("full_attention_interval", 4))
+FULL_ATTENTION_INTERVAL = 4
+
+
+def _gated_delta_net(cfg: dict[str, Any], name: str, layers: int
+                     ) -> tuple[GatedDeltaNet, list[LayerKind]]:
+    """Qwen3-Next's linear-attention shape and the kind of each layer: ``layer_types``
+    ("linear_attention" / "full_attention", as vLLM's Qwen3NextDecoderLayer reads it), else
+    every ``full_attention_interval``-th layer attention (Qwen3NextConfig derives the same
+    list). The linear_* keys the file leaves out are the class's defaults
+    (:func:`with_class_defaults`)."""
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers or not all(
+                t in ("linear_attention", "full_attention") for t in types):
+            raise _bad(name, "layer_types", str(types)[:80],
+                       f"is not a list of {layers} 'linear_attention' / 'full_attention'")
+        kinds: list[LayerKind] = ["linear" if t == "linear_attention" else "full"
+                                  for t in types]
+    else:
+        every = _int(cfg, name, "full_attention_interval", default=FULL_ATTENTION_INTERVAL)
+        kinds = ["full" if (i + 1) % every == 0 else "linear" for i in range(layers)]
+    if "full" not in kinds:
+        raise ModelConfigError(
+            f"{name}: no full-attention layer among its {layers} layers; advisor sizes a "
+            "Gated DeltaNet model beside the KV cache of its attention layers",
+            hint="check layer_types / full_attention_interval against the checkpoint's")
+    gdn = GatedDeltaNet(
+        num_k_heads=_require(cfg, name, "linear_num_key_heads"),
+        num_v_heads=_require(cfg, name, "linear_num_value_heads"),
+        head_k_dim=_require(cfg, name, "linear_key_head_dim"),
+        head_v_dim=_require(cfg, name, "linear_value_head_dim"),
+        conv_kernel=_require(cfg, name, "linear_conv_kernel_dim"))
+    return gdn, kinds
+
+
 def hybrid_layers(cfg: dict[str, Any]) -> str | None:
     """What marks ``cfg`` as a state-space or linear-attention model (None: attention only).
 
     vLLM serves these with a per-sequence recurrent state beside the KV cache of their few
     attention layers and sizes its blocks to fit that state (vllm/v1 hybrid KV cache manager,
-    MambaSpec); advisor's sizer counts a KV cache on every layer, so it would put Qwen3-Next's
-    KV cache at four times its size and leave its state out. Refused rather than sized wrong."""
+    MambaSpec). advisor sizes Qwen3-Next's Gated DeltaNet that way
+    (:data:`LINEAR_ATTENTION_MODEL_TYPES`); the others (Mamba, Mamba-2, lightning attention,
+    short convolutions: other state shapes, other kernels) it refuses rather than size as
+    attention on every layer."""
     for key in HYBRID_KEYS:
         if cfg.get(key) not in (None, False, "", [], {}):
             return f"its config has {key}"
@@ -799,10 +919,11 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         cfg = {**{k: v for k, v in top.items() if k != "text_config"}, **text}
     model_type = str(_get(cfg, "model_type", default="") or "")
     hybrid = hybrid_layers(cfg)
-    if hybrid:
+    if hybrid and model_type not in LINEAR_ATTENTION_MODEL_TYPES:
         raise ModelConfigError(
             f"{name}: a state-space or linear-attention model ({hybrid}); advisor sizes "
-            "attention-only models, and a KV cache on every layer would be wrong for it",
+            "attention models and Qwen3-Next's Gated DeltaNet, and a KV cache on every layer "
+            "would be wrong for it",
             hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size' and "
             "'Maximum concurrency'")
     stated = cfg
@@ -913,6 +1034,9 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         kinds = ["full"] * layers
     if window is None:
         kinds = ["full"] * layers
+    linear = None
+    if model_type in LINEAR_ATTENTION_MODEL_TYPES:
+        linear, kinds = _gated_delta_net(cfg, name, layers)
 
     rope = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
     factor = _factor(rope, name)
@@ -946,6 +1070,9 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         attention_bias=bias, gated_mlp=model_type not in UNGATED_MLP_MODEL_TYPES,
         position_embeddings=learned_positions(cfg, name, model_type),
         moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,
+        linear_attention=linear,
+        # vLLM reads getattr(config, "attn_output_gate", True) (qwen3_next.py)
+        attn_output_gate=linear is not None and cfg.get("attn_output_gate") is not False,
         quantization=_quantization(cfg, quantization),
         attention_sinks=model_type == "gpt_oss",
         attention_softcap=bool(cfg.get("attn_logit_softcapping")),

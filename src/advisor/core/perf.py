@@ -498,7 +498,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
     # its life a sequence holds its prompt and, on average, half its output: KV_LIVE_SHARE
     # (benchmarks/perf/README.md item 19; full length before)
     per_seq = workload.input_len + workload.output_len * KV_LIVE_SHARE
-    held = int(fit.kv_cache_tokens // per_seq) if fit.kv_cache_tokens else asked
+    held = fit.sequences_held(per_seq) if fit.kv_cache_tokens else asked
     c = max(1, min(asked, fit.max_num_seqs, held))
     ctx = workload.input_len + workload.output_len / 2
     pp = fit.pp
@@ -557,7 +557,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
                      f"{(host_link_bytes_s or H2D_BYTES_S[4]) / 1e9:.0f} GB/s)")
     e2e = ttft + tpot * (workload.output_len - 1)
     out_tps = c * workload.output_len / e2e
-    full = fit.kv_cache_tokens // (workload.input_len + workload.output_len)
+    full = fit.sequences_held(workload.input_len + workload.output_len)
     if fit.kv_cache_tokens and c > full:
         notes.append(
             f"the KV cache holds {c} running sequences at their average size (prompt + half "
@@ -583,6 +583,10 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
                      "datasheet bandwidth and peaks")
     if fit.expert_parallel:
         notes.append(expert_parallel_note())
+    if spec.linear_attention is not None:
+        notes.append("Gated DeltaNet layers: their projections on the measured GEMM curves, "
+                     "their own kernels (conv, gating, delta rule) charged as the bytes they "
+                     "move, which no kernel table measures (stepmodel.gated_delta_net_s)")
     mem_bound = (_weight_bytes_read(spec, fit, c) + c * ctx * fit.kv_bytes_per_token)
     bound = "memory" if mem_bound / ((gpu.memory_bandwidth_gb_s or 1) * 1e9) * 1.0 >= (
         2 * spec.param_counts()["active"] * c / (fit.tp * fit.pp)

@@ -272,7 +272,7 @@ class _Ranker:
         """Sequences per replica to try: powers of two up to what the KV cache holds (and
         vLLM's max_num_seqs), and that limit itself; the targets then cut from the top."""
         per_seq = self.req.input_len + self.req.output_len
-        cap = max(1, min(f.max_num_seqs, f.kv_cache_tokens // max(1, per_seq)))
+        cap = max(1, min(f.max_num_seqs, f.sequences_held(per_seq)))
         opts, c = [], 1
         while c < cap:
             opts.append(c)
@@ -476,7 +476,7 @@ class _Ranker:
             reasons.append(f"{fleet.instances} instance(s), {fleet.replicas} replica(s) at "
                            f"{fleet.per_replica:g} {unit} each carry {fleet.demand:g} {unit}: "
                            f"${fleet.usd_per_month:,.0f}/month, {fleet.headroom:+.0%} spare")
-        per_replica_seqs = f.kv_cache_tokens // (self.req.ctx)
+        per_replica_seqs = f.sequences_held(self.req.ctx)
         reasons.append(f"fits {f.max_concurrency:.1f} concurrent {self.req.ctx}-token "
                        f"sequences per replica ({per_replica_seqs} full-length at once)")
         if plan.nodes > 1:

@@ -85,6 +85,22 @@ class MemoryFit(BaseModel):
     #: how far to trust these figures: the accuracy benchmarks' error on this GPU family, model
     #: family and vLLM release, or "extrapolated" (set by callers that know the GPU)
     confidence: Confidence | None = None
+    #: KV cache groups sharing the ``num_blocks`` pool, and how many of them hold a
+    #: linear-attention state (one block per sequence, whatever its length)
+    kv_groups: int = Field(default=1, ge=1)
+    state_groups: int = Field(default=0, ge=0)
+
+    def sequences_held(self, tokens: float) -> int:
+        """Sequences of ``tokens`` tokens the KV cache holds at once. Attention only: "GPU KV
+        cache size" // tokens. With linear-attention groups the blocks decide: each sequence
+        takes ceil(tokens / block) blocks in every attention group and one in every state
+        group (vLLM's "GPU KV cache size" counts every group at the attention's block size,
+        which for Qwen3-Next understates the sequences it holds by 2x at 1k tokens)."""
+        if not self.state_groups:
+            return int(self.kv_cache_tokens // max(1.0, tokens))
+        per = ((self.kv_groups - self.state_groups) * math.ceil(tokens / self.block_size)
+               + self.state_groups)
+        return self.num_blocks // per
 
 
 # -- the pieces ---------------------------------------------------------------------------
@@ -168,15 +184,24 @@ def _layer_weight_bytes(spec: ModelSpec, i: int, tp: int, act_bytes: float,
     lin_b = q.bytes_per_weight if q is not None and q.scope == "linear" else act_bytes
     exp_b = q.bytes_per_weight if q is not None else act_bytes
     h, d = spec.hidden_size, spec.head_dim
-    if spec.mla is not None:
+    la = spec.linear_attention
+    if la is not None and spec.layer_kinds[i] == "linear":
+        # Gated DeltaNet (model.GatedDeltaNet): the projections column/row-parallel and
+        # quantized with the checkpoint; conv1d, dt_bias split by TP in the model dtype
+        # (conv1d is built without quant_config); A_log fp32 split by TP; the norm replicated
+        attn = (la.linear_params(h) * lin_b
+                + (la.conv_dim * la.conv_kernel + la.num_v_heads) * act_bytes
+                + la.num_v_heads * 4.0) / tp + la.head_v_dim * act_bytes
+    elif spec.mla is not None:
         m = spec.mla
         kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim)
         attn = (spec.attention_params() - kv_a) / tp * lin_b + kv_a * lin_b
     else:
         kvh = kv_heads_per_gpu(spec, tp)
-        qo = 2 * h * spec.num_heads * d / tp
+        q_width = spec.num_heads * d * (2 if spec.attn_output_gate else 1)
+        qo = (h * q_width + h * spec.num_heads * d) / tp
         kv = 2 * h * kvh * d
-        core = 2 * h * spec.num_heads * d + 2 * h * spec.num_kv_heads * d
+        core = h * q_width + h * spec.num_heads * d + 2 * h * spec.num_kv_heads * d
         extras = spec.attention_params() - core
         attn = (qo + kv) * lin_b + extras / tp * act_bytes
     norms = 2 * h * act_bytes
@@ -252,6 +277,8 @@ def cuda_graph_gib(layers: int, enforce_eager: bool) -> float:
 
 
 def _blocks_for_request(spec: ModelSpec, kind: str, max_len: int, block: int, tokens: int) -> int:
+    if kind == "linear":  # MambaSpec: one block (the state) per request in vLLM 0.11.0
+        return 1
     if kind == "sliding" and spec.sliding_window:
         span = min(spec.sliding_window - 1 + tokens, max_len)
         return math.ceil(span / block) + 1
@@ -261,8 +288,10 @@ def _blocks_for_request(spec: ModelSpec, kind: str, max_len: int, block: int, to
 def kv_layout(spec: ModelSpec, layers: list[int], engine: EngineProfile) -> tuple[int, list[str]]:
     """(layers sharing one block id, the attention kind of each KV cache group)."""
     kinds = [spec.layer_kinds[i] for i in layers]
-    counts = {k: kinds.count(k) for k in ("full", "sliding") if kinds.count(k)}
-    if len(counts) == 1 or not engine.hybrid_kv_allocator:
+    counts = {k: kinds.count(k) for k in ("full", "sliding", "linear") if kinds.count(k)}
+    # a linear-attention model is always grouped: vLLM cannot fold its state into one block
+    # table of full attention (unify_hybrid_kv_cache_specs raises)
+    if len(counts) == 1 or not (engine.hybrid_kv_allocator or "linear" in counts):
         kind = next(iter(counts)) if len(counts) == 1 else "full"
         return len(kinds), [kind]
     # vllm/v1/core/kv_cache_utils.py: groups of the smallest type's size, one per slice
@@ -281,7 +310,9 @@ def kv_capacity(spec: ModelSpec, kv_gib: float, layers: list[int], per_layer_byt
     group_size, groups = kv_layout(spec, layers, engine)
     page = block * per_layer_bytes
     num_blocks = max(0, int((kv_gib * GIB) // (page * group_size))) if kv_gib > 0 else 0
-    tokens = num_blocks // len(groups) * block
+    # "GPU KV cache size": blocks per group times the smallest block size of any group; a
+    # linear-attention group's block is max_model_len long (MambaSpec(block_size=max_model_len))
+    tokens = num_blocks // len(groups) * (min(block, max_len) if "linear" in groups else block)
     per_request = sum(_blocks_for_request(spec, g, max_len, block, batched_tokens)
                       for g in groups)
     return num_blocks, tokens, (num_blocks / per_request if per_request else 0.0), per_request
@@ -294,6 +325,31 @@ def kv_capacity(spec: ModelSpec, kv_gib: float, layers: list[int], per_layer_byt
 #: 0.11.0 as installed; held for that minor (the 0.19.0 DeepSeek-V2-Lite log on an H100 counts
 #: its KV tokens in multiples of 16 only, so a later release changed it)
 FLASHMLA_BLOCK, CUTLASS_MLA_BLOCK = 64, 128
+
+
+#: the --gpu-memory-utilization vLLM's contributors served Qwen3-Next-80B-A3B-FP8 at on
+#: 2 x H100 with vLLM 0.11.0, "needed to avoid triton ooms" (vllm-project/vllm #26887): the
+#: Gated DeltaNet's Triton kernels allocate outside the profiled peak. advisor keeps the
+#: release's default and says so above it
+LINEAR_SAFE_UTILIZATION = 0.85
+#: vLLM rounds a linear-attention model's attention block up to a multiple of this
+#: (HybridAttentionMambaModelConfig: "some attention backends (e.g. FA) only support setting
+#: block size to multiple of 16")
+LINEAR_BLOCK_MULTIPLE = 16
+
+
+def linear_block_size(spec: ModelSpec, tp: int, kv_bytes: float, act_bytes: float) -> int:
+    """The attention block size vLLM 0.11.0 sets for a linear-attention model, in tokens:
+    the smallest multiple of 16 whose attention page (block x KV bytes of one token in one
+    layer) holds one sequence's state of one linear layer; the state's page is then padded
+    to the attention page (vllm/model_executor/models/config.py
+    HybridAttentionMambaModelConfig.verify_and_update_config, run before the platform's
+    default of 16). Qwen3-Next-80B-A3B in bf16: 544 tokens at TP 1 and 2, 272 at TP 4."""
+    assert spec.linear_attention is not None
+    state = spec.linear_attention.state_bytes(tp, act_bytes)
+    token = kv_bytes_per_token_per_layer(spec, tp, kv_bytes)
+    step = LINEAR_BLOCK_MULTIPLE * token
+    return LINEAR_BLOCK_MULTIPLE * int(-(-state // step))
 
 
 def mla_block_size(spec: ModelSpec, cc: int | None, engine: EngineProfile) -> int:
@@ -365,6 +421,9 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
                           and spec.quantization.kv_cache_dtype == "fp8")
     if kv_from_checkpoint:
         kv_b = 1.0
+    if spec.linear_attention is not None:
+        engine = engine.model_copy(update={
+            "block_size": linear_block_size(spec, req.tp, kv_b, act_b)})
     tokens, seqs = engine.batch_defaults(req.gpu_memory_gib, req.gpu_name, req.entrypoint)
     tokens = req.max_num_batched_tokens or tokens
     seqs = req.max_num_seqs or seqs
@@ -386,7 +445,8 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     kv_gib = budget - w_gib - act - non_torch - charged
 
     per_layer = kv_bytes_per_token_per_layer(spec, req.tp, kv_b)
-    kv_per_token = int(round(per_layer * len(layers)))
+    kv_per_token = int(round(per_layer * sum(1 for i in layers
+                                             if spec.layer_kinds[i] != "linear")))
     block = engine.block_size
     cap = kv_capacity(spec, kv_gib, layers, per_layer, engine, max_len, tokens)
     num_blocks, kv_tokens, concurrency, per_request = cap
@@ -425,6 +485,21 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     if spec.is_hybrid and engine.hybrid_kv_allocator:
         notes.append(f"hybrid KV cache: {len(groups)} groups "
                      f"({', '.join(groups)}), sliding window {spec.sliding_window}")
+    if spec.linear_attention is not None:
+        n_lin = sum(1 for i in layers if spec.layer_kinds[i] == "linear")
+        state = spec.linear_attention.state_bytes(req.tp, act_b)
+        notes.append(f"Gated DeltaNet: {n_lin} of {len(layers)} layers keep a "
+                     f"{state / 2**20:.2f} MiB state per sequence on each GPU instead of a KV "
+                     f"cache, one {block}-token block each; KV cache groups: "
+                     + ", ".join(f"{groups.count(k)} {k}" for k in dict.fromkeys(groups))
+                     + f" (vLLM sets the attention block size to {block} tokens so that one "
+                     "attention page holds one state, and turns prefix caching off for this "
+                     "model)")
+        if util > LINEAR_SAFE_UTILIZATION:
+            notes.append(f"risk: --gpu-memory-utilization {util:g} leaves the Gated DeltaNet's "
+                         "Triton kernels little room outside the budget: vLLM's own Qwen3-Next "
+                         f"benchmark on 2 x H100 ran {LINEAR_SAFE_UTILIZATION:g}, 'needed to "
+                         "avoid triton ooms' (vllm-project/vllm #26887)")
     if ep and spec.moe is not None:
         per = spec.experts_per_gpu(req.tp)
         notes.append(f"expert parallel (--enable-expert-parallel): {per} of the "
@@ -448,7 +523,8 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
         tp=req.tp, pp=req.pp, dtype=dtype, kv_cache_dtype="fp8" if kv_b == 1.0 else dtype,
         max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=engine.version,
         params_total=params["total"], params_active=params["active"],
-        cpu_offload_gib=round(offload, 4), expert_parallel=ep)
+        cpu_offload_gib=round(offload, 4), expert_parallel=ep,
+        kv_groups=len(groups), state_groups=groups.count("linear"))
 
 
 def longest_fitting_len(spec: ModelSpec, layers: list[int], engine: EngineProfile,

@@ -605,6 +605,37 @@ def context_attention_s(k: Kernels, kvd: str, heads_x_dim: float, span: float,
     return 2 * heads_x_dim * span * tokens / (k.peak("bfloat16") * interp(c, span))
 
 
+#: the Gated DeltaNet kernels vLLM 0.11.0 launches per layer: in decode causal_conv1d_update,
+#: fused_gdn_gating, fused_recurrent_gated_delta_rule and the gated RMSNorm; in prefill
+#: causal_conv1d_fn, the gating, and chunk_gated_delta_rule's six Triton kernels
+#: (vllm/model_executor/layers/fla/ops/chunk.py: chunk_local_cumsum, chunk_scaled_dot_kkt_fwd,
+#: solve_tril, recompute_w_u_fwd, chunk_gated_delta_rule_fwd_h, chunk_fwd_o) and the norm
+GDN_DECODE_KERNELS, GDN_PREFILL_KERNELS = 4, 9
+#: tokens per chunk of chunk_gated_delta_rule (fla/ops/chunk.py: chunk_size 64): the prefill
+#: reads and writes the state once per chunk
+GDN_CHUNK = 64
+
+
+def gated_delta_net_s(k: Kernels, s: Shape, decode: float, prefill_tokens: float) -> float:
+    """One Gated DeltaNet layer's own kernels (not its projections) on one GPU: no kernel table
+    measures them, so each is charged as the bytes it moves at the measured element-wise
+    bandwidth (:func:`_transfer_s`, with its launch floor). Decode reads and writes each
+    sequence's state (conv and temporal); prefill moves the step's activations through the
+    conv, the gating and the chunked delta rule and the state once per 64-token chunk. Their
+    FLOPs are small beside the layer's projections (Qwen3-Next at TP 1: ~3.7 MFLOP a token
+    for the delta rule against ~50 MFLOP for in_proj_qkvz alone), so bytes decide; the
+    estimate's confidence says it is extrapolated."""
+    t = 0.0
+    if decode:
+        t += (GDN_DECODE_KERNELS - 1) * _transfer_s(k, decode * s.linear_token_bytes)
+        t += _transfer_s(k, 2 * decode * s.linear_state_bytes)
+    if prefill_tokens:
+        chunks = -(-prefill_tokens // GDN_CHUNK)
+        t += (GDN_PREFILL_KERNELS - 1) * _transfer_s(k, prefill_tokens * s.linear_token_bytes)
+        t += _transfer_s(k, 2 * chunks * s.linear_state_bytes)
+    return t
+
+
 def _moe_eff(k: Kernels, dtype: str, nbytes: float) -> float:
     """Bandwidth efficiency of a fused-MoE weight read where no measured MoE curve applies
     (MOE_MEASURED, MOE_PREFILL_ONLY; GPUs whose source has no MoE table); the dense tables' 4-bit
@@ -647,6 +678,15 @@ class Shape:
     window: int | None
     # MLA's up-projections on one GPU as (n, k) weight shapes: q_b_proj, kv_b_proj
     attn_up: tuple[tuple[float, float], ...]
+    #: Gated DeltaNet layers of this stage (Qwen3-Next; model.GatedDeltaNet), their
+    #: projections on one GPU as (n, k) weight shapes (in_proj_qkvz, in_proj_ba, out_proj),
+    #: one sequence's state in one layer on one GPU (bytes, the model dtype) and the
+    #: per-token activations their kernels read and write (bytes: the conv1d's channels in and
+    #: out, the gate and the output of the value heads)
+    layers_linear: float = 0.0
+    linear_proj: tuple[tuple[float, float], ...] = ()
+    linear_state_bytes: float = 0.0
+    linear_token_bytes: float = 0.0
 
 
 def shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
@@ -657,6 +697,7 @@ def shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
 def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
     n = spec.num_layers
     sliding = sum(1 for x in spec.layer_kinds if x == "sliding")
+    linear = sum(1 for x in spec.layer_kinds if x == "linear")
     moe_layers = sum(1 for i in range(n) if spec.is_moe_layer(i))
     h, d = spec.hidden_size, spec.head_dim
     up: tuple[tuple[float, float], ...] = ()
@@ -685,11 +726,22 @@ def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
         kv_heads = max(1.0, spec.num_kv_heads / tp)
         kv_layer = 2 * kv_heads * d * kv_bytes
         d_ctx = float(d)
-        qkv_n = (spec.num_heads / tp + 2 * kv_heads) * d
+        # Qwen3-Next's output gate doubles the query projection (Qwen3NextAttention)
+        qkv_n = (spec.num_heads * (2 if spec.attn_output_gate else 1) / tp + 2 * kv_heads) * d
         o_k = spec.num_heads / tp * d
     moe = spec.moe
+    la = spec.linear_attention
+    lin_proj: tuple[tuple[float, float], ...] = ()
+    lin_state = lin_token = 0.0
+    if la is not None and linear:
+        lin_proj = (((2 * la.key_dim + 2 * la.value_dim) / tp, float(h)),
+                    (2 * la.num_v_heads / tp, float(h)), (float(h), la.value_dim / tp))
+        lin_state = float(la.state_bytes(tp, 2.0))
+        lin_token = (2 * la.conv_dim + 2 * la.value_dim) / tp * 2.0
     return Shape(
-        layers_full=(n - sliding) / pp, layers_sliding=sliding / pp,
+        layers_linear=linear / pp, linear_proj=lin_proj, linear_state_bytes=lin_state,
+        linear_token_bytes=lin_token,
+        layers_full=(n - sliding - linear) / pp, layers_sliding=sliding / pp,
         dense_layers=(n - moe_layers) / pp, moe_layers=moe_layers / pp, hidden=h,
         q_heads=spec.num_heads / tp, kv_bytes_layer=kv_layer, head_dim_ctx=d_ctx,
         qkv_n=qkv_n, o_k=o_k, inter=spec.intermediate_size / tp,
@@ -748,7 +800,8 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
     if m <= 0:
         return StepCost(0.0, 0.0, 0.0, 0.0)
     h = s.hidden
-    layers = s.layers_full + s.layers_sliding
+    attn_layers = s.layers_full + s.layers_sliding
+    layers = attn_layers + s.layers_linear  # every layer: its norms and all-reduces
     act = m * h * 2
     fused = tp > 1 and 0 < act <= fusion.max_bytes
     # all-reduces fused with the RMSNorm after them: the attention output's always, the MLP's
@@ -761,7 +814,12 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
             + linear_s(k, dt, h, s.o_k, m, fp8_input=True))
     for n_up, k_up in s.attn_up:
         proj += linear_s(k, dt, n_up, k_up, m)
-    gemm = layers * proj
+    gemm = attn_layers * proj
+    if s.layers_linear:
+        (qkvz_n, qkvz_k), (ba_n, ba_k), (out_n, out_k) = s.linear_proj
+        gemm += s.layers_linear * (linear_s(k, dt, qkvz_n, qkvz_k, m, fp8_input=qkv_fp8)
+                                   + linear_s(k, dt, ba_n, ba_k, m)
+                                   + linear_s(k, dt, out_n, out_k, m, fp8_input=True))
     # MLPs (gate_up's input is the fused post-attention RMSNorm's output)
     if s.dense_layers:
         gemm += s.dense_layers * (linear_s(k, dt, s.up_n, h, m, fp8_input=fused)
@@ -786,6 +844,8 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
             if n_layers:
                 attn += n_layers * decode_attention_s(k, kvd, hist,
                                                       decode * hist * s.kv_bytes_layer)
+    if s.layers_linear:
+        attn += s.layers_linear * gated_delta_net_s(k, s, decode, prefill_tokens)
     if prefill_tokens and prompt_len:
         for n_layers, span in ((s.layers_full, prompt_len),
                                (s.layers_sliding, min(prompt_len, s.window or prompt_len))):
