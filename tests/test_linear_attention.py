@@ -1,4 +1,5 @@
-"""Qwen3-Next's Gated DeltaNet layers, sized as vLLM 0.11.0 sizes them.
+"""Qwen3-Next's Gated DeltaNet layers and Granite 4.0-H's Mamba-2 layers, sized as vLLM 0.11.0
+sizes them.
 
 tests/fixtures/configs/qwen3-next-80b-a3b.json is Qwen/Qwen3-Next-80B-A3B-Instruct's
 config.json: 48 layers, every fourth full attention (16 query heads, 2 KV heads of 256, an output
@@ -238,3 +239,100 @@ def test_perf_says_how_the_delta_net_is_timed_and_holds_sequences_by_blocks():
     assert any(n.startswith("Gated DeltaNet layers") and "no kernel table" in n
                for n in est.notes)
     assert est.confidence is not None and "extrapolated" in str(est.confidence)
+
+
+# -- Granite 4.0-H: Mamba-2 layers ------------------------------------------------------------
+#: tests/fixtures/configs/granite-4.0-h-tiny.json: ibm-granite/granite-4.0-h-tiny's fields, 40
+#: layers (attention at 5, 15, 25, 35), hidden 1536, 12 heads / 4 KV heads of 128, Mamba-2 with
+#: 48 heads of 64, state 128, one group, expand 2, conv 4; 64 experts of 512 top 6 beside a
+#: shared MLP of 1024; tied embeddings
+GRANITE_CONFIG = json.loads((Path(__file__).parent / "fixtures" / "configs"
+                             / "granite-4.0-h-tiny.json").read_text())
+GH = spec_from_config(GRANITE_CONFIG, "granite-4.0-h-tiny")
+
+
+def test_granite_hybrid_layers_and_mixer():
+    assert GH.layer_kinds.count("linear") == 36 and GH.attention_layers == 4
+    assert [i for i, k in enumerate(GH.layer_kinds) if k == "full"] == [5, 15, 25, 35]
+    m = GH.linear_attention
+    assert (m.intermediate, m.num_heads, m.head_dim, m.state_size) == (3072, 48, 64, 128)
+    assert m.label == "Mamba-2" and not GH.attn_output_gate
+    assert GH.moe.shared_intermediate_size == 1024 and GH.moe.num_experts == 64
+
+
+@pytest.mark.parametrize("tp,conv,ssm", [
+    # conv: 3 x (3072 + 2 x groups x 128) / TP, one group replicated to TP groups;
+    # ssm: 48 / TP heads x 64 x 128 (MambaStateShapeCalculator.mamba2_state_shape)
+    (1, 3 * (3072 + 2 * 1 * 128), 48 * 64 * 128),
+    (2, 3 * (3072 + 2 * 2 * 128) // 2, 24 * 64 * 128),
+    (4, 3 * (3072 + 2 * 4 * 128) // 4, 12 * 64 * 128),
+])
+def test_granite_state_replicates_its_one_group(tp, conv, ssm):
+    assert GH.linear_attention.state_elements(tp) == (conv, ssm)
+
+
+@pytest.mark.parametrize("tp,kv_bytes,block", [
+    # attention: 2 x KV heads per GPU x 128 x bytes a token; 16 x ceil(state / (16 x that))
+    (1, 2.0, 16 * -(-2 * (9984 + 393216) // (16 * 2 * 4 * 128 * 2))),  # 400
+    (2, 2.0, 16 * -(-2 * (5376 + 196608) // (16 * 2 * 2 * 128 * 2))),  # 400
+    (4, 1.0, 16 * -(-2 * (3072 + 98304) // (16 * 2 * 1 * 128 * 1))),  # 800
+])
+def test_granite_attention_block(tp, kv_bytes, block):
+    assert block in (400, 800)
+    assert linear_block_size(GH, tp, kv_bytes, 2.0) == block
+
+
+def test_granite_parameters_are_those_transformers_builds():
+    """transformers 4.57.6 builds 6,939,037,248 parameters from the fixture on the meta device
+    (tests/test_lock_install.py): the Mamba-2 in_proj 1536 x 6448, conv1d 3328 x 4 with its
+    bias, A_log, D and dt_bias of 48, the 3072-wide norm and out_proj, per layer."""
+    assert GH.param_counts()["total"] == 6_939_037_248
+
+
+def test_granite_groups_and_fit():
+    assert kv_layout(GH, list(range(40)), ENGINE) == (4, ["full"] + ["linear"] * 9)
+    r = fit(GH, FitRequest(gpu_memory_gib=24.0, tp=1, max_model_len=32768), ENGINE)
+    assert r.block_size == 400 and r.kv_bytes_per_token == 4 * 2 * 4 * 128 * 2
+    assert (r.kv_groups, r.state_groups) == (10, 9)
+    assert any(n.startswith("Mamba-2: 36 of 40 layers") for n in r.notes)
+    assert not any(n.startswith("risk:") for n in r.notes)  # the Triton OOM note is Qwen3-Next's
+
+
+def test_a_granite_without_experts_runs_its_shared_mlp_and_one_without_mamba_is_still_hybrid():
+    dense = spec_from_config({**GRANITE_CONFIG, "num_local_experts": 0, "num_experts_per_tok": 0,
+                              "intermediate_size": 4096, "shared_intermediate_size": 8192}, "d")
+    assert dense.moe is None and dense.intermediate_size == 8192
+    # granite-4.0-micro: GraniteMoeHybridForCausalLM with attention on every layer; vLLM
+    # 0.11.0's is_hybrid is the class's, so the block still holds one (unused) Mamba state
+    micro = spec_from_config({**GRANITE_CONFIG, "layer_types": ["attention"] * 40}, "micro")
+    r = fit(micro, FitRequest(gpu_memory_gib=24.0, tp=1, max_model_len=4096), ENGINE)
+    assert r.block_size == 400 and r.state_groups == 0 and r.kv_groups == 1
+    assert any(n.startswith("no Mamba-2 layer, but vLLM 0.11.0") for n in r.notes)
+
+
+@pytest.mark.parametrize("change,tp,says", [
+    ({"mamba_n_heads": 24, "mamba_d_head": 128}, 16, "does not divide the 12 attention heads"),
+    ({"mamba_n_groups": 2}, 4, "TP 4 does not divide the 2 Mamba groups"),
+    ({"mamba_n_heads": 96, "mamba_d_head": 32, "num_attention_heads": 24,
+      "num_key_value_heads": 8}, 8, None),
+])
+def test_granite_tp_rules(change, tp, says):
+    got = spec_from_config({**GRANITE_CONFIG, **change}, "g").tp_problem(tp)
+    assert got is None if says is None else says in (got or "")
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"layer_types": None}, "is not a list of 40"),
+    ({"layer_types": ["mamba"] * 40}, "no attention layer"),
+    ({"mamba_n_heads": 50}, "does not divide mamba_expand x hidden_size"),
+])
+def test_a_bad_granite_config_is_refused_with_the_key(change, says):
+    with pytest.raises(ModelConfigError, match=says):
+        spec_from_config({**GRANITE_CONFIG, **change}, "bad")
+
+
+def test_the_step_model_runs_mamba_kernels():
+    s = stepmodel.shape(GH, 2, 1, 2.0)
+    assert (s.layers_full, s.layers_linear) == (4, 36)
+    assert s.linear_kernels == (3, 7, 256)
+    assert s.linear_proj == (((3072 + 3072 + 2 * 2 * 128 + 48) / 2, 1536.0), (1536.0, 1536.0))

@@ -173,15 +173,20 @@ _BASE = {"num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 8,
 
 @pytest.mark.parametrize("extra,says", [
     # Qwen3-Next's Gated DeltaNet is sized (tests/test_linear_attention.py); Qwen3.5's model
-    # type is one vLLM 0.11.0 does not know, so its layers stay refused
+    # type is one vLLM 0.11.0 does not know, so its layers stay refused; a layer_types list
+    # with "mamba" in a model type advisor does not size
     ({"model_type": "qwen3_5_text",
       "layer_types": ["linear_attention"] * 3 * 2 + ["full_attention"] * 2}, "linear_attention"),
+    ({"model_type": "x_hybrid", "layer_types": ["mamba"] * 7 + ["attention"]}, "mamba"),
     ({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M-M*-M"},
      "hybrid_override_pattern"),
     ({"model_type": "jamba", "attn_layer_period": 8, "attn_layer_offset": 4},
      "attn_layer_period"),
-    ({"model_type": "granitemoehybrid", "layer_types": ["mamba"] * 7 + ["attention"]},
-     "mamba"),
+    # Granite 4.0-H's Mamba-2 layers are sized (tests/test_linear_attention.py); Bamba's and
+    # Zamba's stay refused
+    ({"model_type": "bamba", "mamba_d_state": 128}, "mamba_d_state"),
+    ({"model_type": "zamba2", "layers_block_type": ["mamba"] * 7 + ["hybrid"]},
+     "layers_block_type"),
     ({"model_type": "falcon_h1", "mamba_d_ssm": 1024}, "mamba_d_ssm"),
     ({"model_type": "mamba"}, "no attention layers"),
 ])

@@ -799,9 +799,9 @@ for tp, max_len, kv_dtype, memory in cases:
         specs[f"layers.{i}"] = (
             FullAttentionSpec(block_size=cc.block_size, num_kv_heads=m.get_num_kv_heads(pc),
                               head_size=m.get_head_size(), dtype=kv)
-            if kind == "full_attention" else
+            if kind in ("full_attention", "attention") else
             MambaSpec(shapes=shapes, dtypes=dtypes, block_size=max_len,
-                      page_size_padded=cc.mamba_page_size_padded, mamba_type="gdn_attention"))
+                      page_size_padded=cc.mamba_page_size_padded))
     config = kv_cache_utils.get_kv_cache_configs(vc, [specs], [memory])[0]
     said = {l.split(":")[0]: l for l in logs if "KV cache size" in l or "concurrency" in l}
     out.append({"block": cc.block_size, "prefix_caching": cc.enable_prefix_caching,
@@ -815,9 +815,11 @@ print(json.dumps(out))
 """
 
 
-def test_a_gated_delta_net_kv_cache_is_laid_out_as_the_pinned_vllm_does(tmp_path):
-    """Qwen3-Next's KV cache (12 attention layers, 36 Gated DeltaNet layers) against vLLM
-    0.11.0's own code on the CPU: HybridAttentionMambaModelConfig sets the attention block
+@pytest.mark.parametrize("fixture", ["qwen3-next-80b-a3b", "granite-4.0-h-tiny"])
+def test_a_linear_attention_kv_cache_is_laid_out_as_the_pinned_vllm_does(tmp_path, fixture):
+    """Qwen3-Next's KV cache (12 attention layers, 36 Gated DeltaNet layers) and Granite
+    4.0-H-Tiny's (4 attention layers, 36 Mamba-2 layers) against vLLM 0.11.0's own code on
+    the CPU: HybridAttentionMambaModelConfig sets the attention block
     size and pads the state page, the model class gives the state's shape, and
     kv_cache_utils.get_kv_cache_configs groups the layers and counts the blocks, the "GPU KV
     cache size" and the "Maximum concurrency" it logs. advisor's fit must give the same block
@@ -828,16 +830,20 @@ def test_a_gated_delta_net_kv_cache_is_laid_out_as_the_pinned_vllm_does(tmp_path
     from advisor.core.engine import GIB, profile
     from advisor.core.model import spec_from_config
 
-    path = ROOT / "tests" / "fixtures" / "configs" / "qwen3-next-80b-a3b.json"
-    folder = tmp_path / "qwen3-next"
+    path = ROOT / "tests" / "fixtures" / "configs" / f"{fixture}.json"
+    folder = tmp_path / fixture
     folder.mkdir()
     (folder / "config.json").write_text(path.read_text())
-    cases = [[tp, max_len, kv, int(gib * GIB)] for tp, max_len, kv, gib in [
-        (1, 4096, "auto", 7.5), (2, 32768, "auto", 20.0), (4, 32768, "auto", 20.0),
-        (4, 262144, "fp8", 33.3), (8, 100, "auto", 0.75), (8, 131072, "fp8", 61.0)]]
+    cases = [[tp, max_len, kv, int(gib * GIB)] for tp, max_len, kv, gib in {
+        "qwen3-next-80b-a3b": [
+            (1, 4096, "auto", 7.5), (2, 32768, "auto", 20.0), (4, 32768, "auto", 20.0),
+            (4, 262144, "fp8", 33.3), (8, 100, "auto", 0.75), (8, 131072, "fp8", 61.0)],
+        "granite-4.0-h-tiny": [  # 12 heads: TP 1, 2, 4
+            (1, 4096, "auto", 7.5), (2, 32768, "auto", 20.0), (4, 131072, "fp8", 33.3),
+            (4, 100, "auto", 0.75)]}[fixture]]
     got = _run(_python(LOCKS[1].values[0]), LINEAR_KV, str(folder), json.dumps(cases),
                tmp_path=tmp_path, vllm_cache=_venv(LOCKS[1].values[0]).parent / "vllm-cache")
-    spec = spec_from_config(json.loads(path.read_text()), "qwen3-next")
+    spec = spec_from_config(json.loads(path.read_text()), fixture)
     engine = profile(VLLM)
     layers = list(range(spec.num_layers))
     for (tp, max_len, kv, memory), vllm in zip(cases, got, strict=True):

@@ -64,7 +64,12 @@ GEOMETRY_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
                  # Qwen3-Next's Gated DeltaNet layers: their recurrent state per sequence
                  # (qwen3_next.py get_mamba_state_shape_from_config) and their weights
                  "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                 "linear_value_head_dim", "linear_conv_kernel_dim")
+                 "linear_value_head_dim", "linear_conv_kernel_dim",
+                 # Granite 4.0-H's Mamba-2 layers (granitemoehybrid.py
+                 # get_mamba_state_shape_from_config, MambaMixer2) and its shared MLP
+                 "mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_d_conv",
+                 "mamba_expand", "mamba_conv_bias", "mamba_proj_bias",
+                 "shared_intermediate_size")
 
 
 def config_classes() -> dict[str, type]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -115,6 +115,131 @@ class GatedDeltaNet(BaseModel):
         """Bytes of one sequence's state in one layer on one GPU (vLLM's MambaSpec page)."""
         return int(sum(self.state_elements(tp)) * dtype_bytes)
 
+    #: the kernels vLLM 0.11.0 launches per layer besides the projections: in decode
+    #: causal_conv1d_update, fused_gdn_gating, fused_recurrent_gated_delta_rule and the gated
+    #: RMSNorm; in prefill causal_conv1d_fn, the gating, chunk_gated_delta_rule's six Triton
+    #: kernels (fla/ops/chunk.py: chunk_local_cumsum, chunk_scaled_dot_kkt_fwd, solve_tril,
+    #: recompute_w_u_fwd, chunk_gated_delta_rule_fwd_h, chunk_fwd_o) and the norm; the delta
+    #: rule reads and writes the state once per chunk of 64 tokens (chunk.py chunk_size)
+    decode_kernels: ClassVar[int] = 4
+    prefill_kernels: ClassVar[int] = 9
+    chunk: ClassVar[int] = 64
+    label: ClassVar[str] = "Gated DeltaNet"
+
+    def tp_problem(self, tp: int) -> str | None:
+        """qwen3_next.py: divide(num_v_heads, tp); the conv and projections by head."""
+        for what, n in (("key", self.num_k_heads), ("value", self.num_v_heads)):
+            if n % tp:
+                return f"TP {tp} does not divide the {n} linear-attention {what} heads"
+        return None
+
+    def gpu_bytes(self, hidden: int, tp: int, linear_bytes: float, act_bytes: float) -> float:
+        """One layer's mixer on one GPU: the projections column/row-parallel and quantized
+        with the checkpoint; conv1d and dt_bias split by TP in the model dtype (conv1d is
+        built without quant_config); A_log fp32 split by TP; the norm on every GPU."""
+        return (self.linear_params(hidden) * linear_bytes
+                + (self.conv_dim * self.conv_kernel + self.num_v_heads) * act_bytes
+                + self.num_v_heads * 4.0) / tp + self.head_v_dim * act_bytes
+
+    def projections(self, hidden: int, tp: int) -> tuple[tuple[float, float], ...]:
+        """(n, k) of the GEMMs on one GPU: in_proj_qkvz, in_proj_ba, out_proj."""
+        return (((2 * self.key_dim + 2 * self.value_dim) / tp, float(hidden)),
+                (2 * self.num_v_heads / tp, float(hidden)), (float(hidden), self.value_dim / tp))
+
+    def token_bytes(self, tp: int) -> float:
+        """bf16 bytes a token's activations take through the mixer's own kernels on one GPU:
+        the conv's channels in and out, the gate and the output of the value heads."""
+        return (2 * self.conv_dim + 2 * self.value_dim) / tp * 2.0
+
+
+class Mamba2Mixer(BaseModel):
+    """A Mamba-2 mixer as vLLM 0.11.0 builds it (vllm/model_executor/layers/mamba/
+    mamba_mixer2.py, MambaMixer2; Granite 4.0-H's mamba layers): a column-parallel in_proj
+    (hidden -> 2 x intermediate + 2 x groups x state + heads), a depthwise conv1d over
+    conv_dim = intermediate + 2 x groups x state channels (never quantized, a bias with
+    mamba_conv_bias), per head A (fp32), D and dt_bias, a gated RMSNorm over the intermediate
+    (split by TP) and a row-parallel out_proj. Groups TP does not divide are replicated: one
+    group becomes TP (MambaStateShapeCalculator.extra_groups_for_head_shards).
+
+    Its state per sequence (MambaStateShapeCalculator.mamba2_state_shape): a conv state of
+    (kernel - 1) x conv_dim / TP and an SSM state of heads / TP x head_dim x state, both in
+    the model's dtype (--mamba-cache-dtype and --mamba-ssm-cache-dtype auto)."""
+
+    model_config = ConfigDict(frozen=True)
+    intermediate: int = Field(gt=0)
+    n_groups: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    state_size: int = Field(gt=0)
+    conv_kernel: int = Field(gt=1)
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+    def groups_at(self, tp: int) -> int:
+        return self.n_groups + (0 if self.n_groups % tp == 0 else tp - self.n_groups)
+
+    def conv_dim_at(self, tp: int) -> int:
+        return self.intermediate + 2 * self.groups_at(tp) * self.state_size
+
+    def linear_params(self, hidden: int) -> int:
+        """The quantizable projections at TP 1: in_proj and out_proj."""
+        return hidden * (self.intermediate + self.conv_dim_at(1) + self.num_heads) \
+            + self.intermediate * hidden
+
+    def params(self, hidden: int) -> int:
+        bias = ((self.intermediate + self.conv_dim_at(1) + self.num_heads + hidden)
+                if self.proj_bias else 0)
+        conv = self.conv_dim_at(1) * (self.conv_kernel + (1 if self.conv_bias else 0))
+        return self.linear_params(hidden) + bias + conv + 3 * self.num_heads + self.intermediate
+
+    def state_elements(self, tp: int) -> tuple[int, int]:
+        return ((self.conv_kernel - 1) * (self.conv_dim_at(tp) // tp),
+                self.num_heads // tp * self.head_dim * self.state_size)
+
+    def state_bytes(self, tp: int, dtype_bytes: float) -> int:
+        return int(sum(self.state_elements(tp)) * dtype_bytes)
+
+    #: vLLM 0.11.0's kernels per layer besides the projections: in decode
+    #: causal_conv1d_update, selective_state_update and the gated RMSNorm; in prefill
+    #: causal_conv1d_fn, mamba_chunk_scan_combined's five Triton kernels (ssd_combined.py:
+    #: chunk_cumsum, chunk_state, state_passing, bmm_chunk, chunk_scan) and the norm; the scan
+    #: passes the state once per chunk (the config's mamba_chunk_size, 256 for Granite 4.0)
+    decode_kernels: ClassVar[int] = 3
+    prefill_kernels: ClassVar[int] = 7
+    chunk: ClassVar[int] = 256
+    label: ClassVar[str] = "Mamba-2"
+
+    def tp_problem(self, tp: int) -> str | None:
+        """mamba_mixer2.py: num_heads % tp == 0; groups divided by TP or a single group."""
+        if self.num_heads % tp:
+            return f"TP {tp} does not divide the {self.num_heads} Mamba heads"
+        if self.n_groups % tp and self.n_groups != 1:
+            return f"TP {tp} does not divide the {self.n_groups} Mamba groups"
+        if self.intermediate % tp:
+            return f"TP {tp} does not divide the Mamba intermediate size {self.intermediate}"
+        return None
+
+    def gpu_bytes(self, hidden: int, tp: int, linear_bytes: float, act_bytes: float) -> float:
+        conv_dim = self.conv_dim_at(tp)
+        in_proj = hidden * (self.intermediate + conv_dim + self.num_heads) / tp
+        out_proj = self.intermediate * hidden / tp
+        bias = ((self.intermediate + conv_dim + self.num_heads) / tp + hidden
+                if self.proj_bias else 0.0)
+        conv = conv_dim * (self.conv_kernel + (1 if self.conv_bias else 0)) / tp
+        return ((in_proj + out_proj) * linear_bytes
+                + (bias + conv + 2 * self.num_heads / tp + self.intermediate / tp) * act_bytes
+                + self.num_heads / tp * 4.0)
+
+    def projections(self, hidden: int, tp: int) -> tuple[tuple[float, float], ...]:
+        """(n, k) of the GEMMs on one GPU: in_proj, out_proj."""
+        return (((self.intermediate + self.conv_dim_at(tp) + self.num_heads) / tp,
+                 float(hidden)), (float(hidden), self.intermediate / tp))
+
+    def token_bytes(self, tp: int) -> float:
+        """bf16 bytes a token's activations take through the mixer's own kernels on one GPU:
+        the conv's channels in and out, the gate and the output."""
+        return (2 * self.conv_dim_at(tp) + 2 * self.intermediate) / tp * 2.0
+
 
 class Quantization(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -190,8 +315,9 @@ class ModelSpec(BaseModel):
     #: attention kind of each layer; "sliding" layers keep only the last ``sliding_window``,
     #: "linear" layers are :attr:`linear_attention`'s
     layer_kinds: tuple[LayerKind, ...]
-    #: the linear-attention layers' shape (Qwen3-Next's Gated DeltaNet; None: none)
-    linear_attention: GatedDeltaNet | None = None
+    #: the linear-attention layers' mixer (Qwen3-Next's Gated DeltaNet, Granite 4.0-H's
+    #: Mamba-2; None: none)
+    linear_attention: GatedDeltaNet | Mamba2Mixer | None = None
     #: a sigmoid output gate on the attention (Qwen3-Next's attn_output_gate: q_proj is twice
     #: as wide, vllm qwen3_next.py Qwen3NextAttention)
     attn_output_gate: bool = False
@@ -253,11 +379,10 @@ class ModelSpec(BaseModel):
             return f"TP {tp} does not divide the {self.num_heads} attention heads"
         if not self.splits_over(tp):
             return f"TP {tp} does not divide the {self.num_kv_heads} KV heads"
-        la = self.linear_attention
-        if la is not None:  # qwen3_next.py: divide(num_v_heads, tp); the conv state's channels
-            for what, n in (("key", la.num_k_heads), ("value", la.num_v_heads)):
-                if n % tp:
-                    return f"TP {tp} does not divide the {n} linear-attention {what} heads"
+        if self.linear_attention is not None:
+            why = self.linear_attention.tp_problem(tp)
+            if why:
+                return why
         dense = self.moe is None or not all(self.is_moe_layer(i)
                                             for i in range(self.num_layers))
         dims: list[tuple[str, int, bool]] = []  # (what, size, quantized)
@@ -462,6 +587,12 @@ LIMITS: dict[str, tuple[int, int]] = {
     "linear_key_head_dim": (1, 1 << 14),
     "linear_value_head_dim": (1, 1 << 14),
     "linear_conv_kernel_dim": (2, 64),
+    "mamba_n_heads": (1, 1 << 14),
+    "mamba_n_groups": (1, 1 << 14),
+    "mamba_d_state": (1, 1 << 14),
+    "mamba_d_head": (1, 1 << 14),
+    "mamba_d_conv": (2, 64),
+    "mamba_expand": (1, 64),
     "bits": (1, 32),
     "group_size": (-1, 1 << 20),
 }
@@ -688,10 +819,50 @@ HYBRID_LAYER_WORDS = ("linear", "mamba", "ssm", "conv", "deltanet", "rwkv")
 
 #: model types whose linear-attention layers advisor sizes (:class:`GatedDeltaNet`); the
 #: other hybrids of :func:`hybrid_layers` are refused
-LINEAR_ATTENTION_MODEL_TYPES = ("qwen3_next",)
+LINEAR_ATTENTION_MODEL_TYPES = ("qwen3_next", "granitemoehybrid")
 #: Qwen3NextConfig's default when config.json leaves it out: one attention layer in four
 #: (transformers 4.57.6 configuration_qwen3_next.py: kwargs.get("full_attention_interval", 4))
 FULL_ATTENTION_INTERVAL = 4
+
+
+def _linear_mixer(cfg: dict[str, Any], name: str, model_type: str, layers: int
+                  ) -> tuple[GatedDeltaNet | Mamba2Mixer, list[LayerKind]]:
+    if model_type == "granitemoehybrid":
+        return _mamba2(cfg, name, layers)
+    return _gated_delta_net(cfg, name, layers)
+
+
+def _mamba2(cfg: dict[str, Any], name: str, layers: int) -> tuple[Mamba2Mixer, list[LayerKind]]:
+    """Granite 4.0-H's layers (``layer_types``: "mamba" / "attention", which vLLM's
+    GraniteMoeHybridModel reads layer by layer) and its Mamba-2 mixer's shape
+    (GraniteMoeHybridConfig's mamba_* keys: intermediate = mamba_expand x hidden_size,
+    mamba_d_head "auto" = intermediate / mamba_n_heads)."""
+    types = cfg.get("layer_types")
+    if not isinstance(types, list) or len(types) != layers or not all(
+            t in ("mamba", "attention") for t in types):
+        raise _bad(name, "layer_types", str(types)[:80],
+                   f"is not a list of {layers} 'mamba' / 'attention'")
+    kinds: list[LayerKind] = ["linear" if t == "mamba" else "full" for t in types]
+    if "full" not in kinds:
+        raise ModelConfigError(
+            f"{name}: no attention layer among its {layers} layers; advisor sizes a Mamba "
+            "hybrid beside the KV cache of its attention layers",
+            hint="check layer_types against the checkpoint's")
+    hidden = _require(cfg, name, "hidden_size")
+    inter = _require(cfg, name, "mamba_expand") * hidden
+    heads = _require(cfg, name, "mamba_n_heads")
+    if inter % heads:
+        raise _bad(name, "mamba_n_heads", heads, f"does not divide mamba_expand x hidden_size "
+                   f"{inter}")
+    head_dim = (inter // heads if cfg.get("mamba_d_head") in (None, "auto")
+                else _int(cfg, name, "mamba_d_head"))
+    mixer = Mamba2Mixer(
+        intermediate=inter, n_groups=_require(cfg, name, "mamba_n_groups"), num_heads=heads,
+        head_dim=head_dim, state_size=_require(cfg, name, "mamba_d_state"),
+        conv_kernel=_require(cfg, name, "mamba_d_conv"),
+        conv_bias=cfg.get("mamba_conv_bias") is not False,
+        proj_bias=cfg.get("mamba_proj_bias") is True)
+    return mixer, kinds
 
 
 def _gated_delta_net(cfg: dict[str, Any], name: str, layers: int
@@ -731,10 +902,10 @@ def hybrid_layers(cfg: dict[str, Any]) -> str | None:
 
     vLLM serves these with a per-sequence recurrent state beside the KV cache of their few
     attention layers and sizes its blocks to fit that state (vllm/v1 hybrid KV cache manager,
-    MambaSpec). advisor sizes Qwen3-Next's Gated DeltaNet that way
-    (:data:`LINEAR_ATTENTION_MODEL_TYPES`); the others (Mamba, Mamba-2, lightning attention,
-    short convolutions: other state shapes, other kernels) it refuses rather than size as
-    attention on every layer."""
+    MambaSpec). advisor sizes Qwen3-Next's Gated DeltaNet and Granite 4.0-H's Mamba-2 that way
+    (:data:`LINEAR_ATTENTION_MODEL_TYPES`); the others (Mamba, Jamba, Nemotron-H, Bamba, Zamba,
+    Falcon-H1, lightning attention, short convolutions: other layer layouts, state shapes and
+    kernels) it refuses rather than size as attention on every layer."""
     for key in HYBRID_KEYS:
         if cfg.get(key) not in (None, False, "", [], {}):
             return f"its config has {key}"
@@ -922,8 +1093,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     if hybrid and model_type not in LINEAR_ATTENTION_MODEL_TYPES:
         raise ModelConfigError(
             f"{name}: a state-space or linear-attention model ({hybrid}); advisor sizes "
-            "attention models and Qwen3-Next's Gated DeltaNet, and a KV cache on every layer "
-            "would be wrong for it",
+            "attention models, Qwen3-Next's Gated DeltaNet and Granite 4.0-H's Mamba-2, and a "
+            "KV cache on every layer would be wrong for it",
             hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size' and "
             "'Maximum concurrency'")
     stated = cfg
@@ -962,6 +1133,14 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         # Llama 4: intermediate_size is each expert's (and the shared expert's), the dense
         # layers' MLP is intermediate_size_mlp (vllm models/llama4.py Llama4DecoderLayer)
         inter = _int(cfg, name, "intermediate_size_mlp", limit="intermediate_size")
+    granite_shared = (_int(cfg, name, "shared_intermediate_size", default=0,
+                           limit="intermediate_size")
+                      if model_type == "granitemoehybrid" else 0)
+    if granite_shared and not _int(cfg, name, "num_local_experts", default=0,
+                                   limit="num_experts"):
+        # Granite 4.0-H without experts: each layer's MLP is its shared_mlp
+        # (vllm models/granitemoehybrid.py: block_sparse_moe only with num_local_experts > 0)
+        inter = granite_shared
 
     moe = None
     # ERNIE 4.5 names them moe_num_experts, moe_k, moe_num_shared_experts and
@@ -987,8 +1166,9 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
                                     default=0, limit="n_shared_experts")
             or (1 if model_type.startswith("llama4") else 0),
             # Hunyuan's shared MLP is intermediate_size x num_shared_expert wide (hunyuan_v1.py)
+            # Granite 4.0-H: shared_mlp of shared_intermediate_size beside the experts
             shared_intermediate_size=_int(cfg, name, "shared_expert_intermediate_size",
-                                          default=0) or (
+                                          default=0) or granite_shared or (
                 inter * _int(cfg, name, "num_shared_expert", default=0,
                              limit="n_shared_experts") if cfg.get("use_mixed_mlp_moe") else 0),
             first_dense=_int(cfg, name, "first_k_dense_replace", "moe_layer_start_index",
@@ -1036,7 +1216,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         kinds = ["full"] * layers
     linear = None
     if model_type in LINEAR_ATTENTION_MODEL_TYPES:
-        linear, kinds = _gated_delta_net(cfg, name, layers)
+        linear, kinds = _linear_mixer(cfg, name, model_type, layers)
 
     rope = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
     factor = _factor(rope, name)
@@ -1072,7 +1252,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
         moe=moe, mla=mla, layer_kinds=tuple(kinds), sliding_window=window,
         linear_attention=linear,
         # vLLM reads getattr(config, "attn_output_gate", True) (qwen3_next.py)
-        attn_output_gate=linear is not None and cfg.get("attn_output_gate") is not False,
+        attn_output_gate=(model_type == "qwen3_next"
+                          and cfg.get("attn_output_gate") is not False),
         quantization=_quantization(cfg, quantization),
         attention_sinks=model_type == "gpt_oss",
         attention_softcap=bool(cfg.get("attn_logit_softcapping")),

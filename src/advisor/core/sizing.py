@@ -186,12 +186,8 @@ def _layer_weight_bytes(spec: ModelSpec, i: int, tp: int, act_bytes: float,
     h, d = spec.hidden_size, spec.head_dim
     la = spec.linear_attention
     if la is not None and spec.layer_kinds[i] == "linear":
-        # Gated DeltaNet (model.GatedDeltaNet): the projections column/row-parallel and
-        # quantized with the checkpoint; conv1d, dt_bias split by TP in the model dtype
-        # (conv1d is built without quant_config); A_log fp32 split by TP; the norm replicated
-        attn = (la.linear_params(h) * lin_b
-                + (la.conv_dim * la.conv_kernel + la.num_v_heads) * act_bytes
-                + la.num_v_heads * 4.0) / tp + la.head_v_dim * act_bytes
+        # the linear-attention mixer (model.GatedDeltaNet, model.Mamba2Mixer)
+        attn = la.gpu_bytes(h, tp, lin_b, act_bytes)
     elif spec.mla is not None:
         m = spec.mla
         kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim)
@@ -488,14 +484,20 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
     if spec.linear_attention is not None:
         n_lin = sum(1 for i in layers if spec.layer_kinds[i] == "linear")
         state = spec.linear_attention.state_bytes(req.tp, act_b)
-        notes.append(f"Gated DeltaNet: {n_lin} of {len(layers)} layers keep a "
-                     f"{state / 2**20:.2f} MiB state per sequence on each GPU instead of a KV "
-                     f"cache, one {block}-token block each; KV cache groups: "
-                     + ", ".join(f"{groups.count(k)} {k}" for k in dict.fromkeys(groups))
-                     + f" (vLLM sets the attention block size to {block} tokens so that one "
-                     "attention page holds one state, and turns prefix caching off for this "
-                     "model)")
-        if util > LINEAR_SAFE_UTILIZATION:
+        label = spec.linear_attention.label
+        if n_lin:
+            notes.append(f"{label}: {n_lin} of {len(layers)} layers keep a "
+                         f"{state / 2**20:.2f} MiB state per sequence on each GPU instead of a "
+                         f"KV cache, one {block}-token block each; KV cache groups: "
+                         + ", ".join(f"{groups.count(k)} {k}" for k in dict.fromkeys(groups))
+                         + f" (vLLM sets the attention block size to {block} tokens so that "
+                         "one attention page holds one state, and turns prefix caching off "
+                         "for this model)")
+        else:  # vLLM 0.11.0 treats the class as hybrid whatever its layers (is_hybrid)
+            notes.append(f"no {label} layer, but vLLM 0.11.0 sizes this architecture as a "
+                         f"hybrid: attention blocks of {block} tokens (one {label} state of "
+                         f"{state / 2**20:.2f} MiB), prefix caching off")
+        if util > LINEAR_SAFE_UTILIZATION and label == "Gated DeltaNet":
             notes.append(f"risk: --gpu-memory-utilization {util:g} leaves the Gated DeltaNet's "
                          "Triton kernels little room outside the budget: vLLM's own Qwen3-Next "
                          f"benchmark on 2 x H100 ran {LINEAR_SAFE_UTILIZATION:g}, 'needed to "

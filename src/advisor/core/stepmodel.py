@@ -605,33 +605,24 @@ def context_attention_s(k: Kernels, kvd: str, heads_x_dim: float, span: float,
     return 2 * heads_x_dim * span * tokens / (k.peak("bfloat16") * interp(c, span))
 
 
-#: the Gated DeltaNet kernels vLLM 0.11.0 launches per layer: in decode causal_conv1d_update,
-#: fused_gdn_gating, fused_recurrent_gated_delta_rule and the gated RMSNorm; in prefill
-#: causal_conv1d_fn, the gating, and chunk_gated_delta_rule's six Triton kernels
-#: (vllm/model_executor/layers/fla/ops/chunk.py: chunk_local_cumsum, chunk_scaled_dot_kkt_fwd,
-#: solve_tril, recompute_w_u_fwd, chunk_gated_delta_rule_fwd_h, chunk_fwd_o) and the norm
-GDN_DECODE_KERNELS, GDN_PREFILL_KERNELS = 4, 9
-#: tokens per chunk of chunk_gated_delta_rule (fla/ops/chunk.py: chunk_size 64): the prefill
-#: reads and writes the state once per chunk
-GDN_CHUNK = 64
-
-
 def gated_delta_net_s(k: Kernels, s: Shape, decode: float, prefill_tokens: float) -> float:
-    """One Gated DeltaNet layer's own kernels (not its projections) on one GPU: no kernel table
-    measures them, so each is charged as the bytes it moves at the measured element-wise
-    bandwidth (:func:`_transfer_s`, with its launch floor). Decode reads and writes each
-    sequence's state (conv and temporal); prefill moves the step's activations through the
-    conv, the gating and the chunked delta rule and the state once per 64-token chunk. Their
-    FLOPs are small beside the layer's projections (Qwen3-Next at TP 1: ~3.7 MFLOP a token
-    for the delta rule against ~50 MFLOP for in_proj_qkvz alone), so bytes decide; the
-    estimate's confidence says it is extrapolated."""
+    """One linear-attention layer's own kernels (not its projections) on one GPU — Gated
+    DeltaNet's or Mamba-2's, their counts and chunk in :class:`Shape`.linear_kernels (from
+    model.GatedDeltaNet / model.Mamba2Mixer): no kernel table measures them, so each is
+    charged as the bytes it moves at the measured element-wise bandwidth (:func:`_transfer_s`,
+    with its launch floor). Decode reads and writes each sequence's state (conv and
+    temporal); prefill moves the step's activations through its kernels and the state once per
+    chunk. Their FLOPs are small beside the layer's projections (Qwen3-Next at TP 1: ~3.7
+    MFLOP a token for the delta rule against ~50 MFLOP for in_proj_qkvz alone), so bytes
+    decide; the estimate's confidence says it is extrapolated."""
+    decode_kernels, prefill_kernels, chunk = s.linear_kernels
     t = 0.0
     if decode:
-        t += (GDN_DECODE_KERNELS - 1) * _transfer_s(k, decode * s.linear_token_bytes)
+        t += (decode_kernels - 1) * _transfer_s(k, decode * s.linear_token_bytes)
         t += _transfer_s(k, 2 * decode * s.linear_state_bytes)
     if prefill_tokens:
-        chunks = -(-prefill_tokens // GDN_CHUNK)
-        t += (GDN_PREFILL_KERNELS - 1) * _transfer_s(k, prefill_tokens * s.linear_token_bytes)
+        chunks = -(-prefill_tokens // chunk)
+        t += (prefill_kernels - 1) * _transfer_s(k, prefill_tokens * s.linear_token_bytes)
         t += _transfer_s(k, 2 * chunks * s.linear_state_bytes)
     return t
 
@@ -687,6 +678,8 @@ class Shape:
     linear_proj: tuple[tuple[float, float], ...] = ()
     linear_state_bytes: float = 0.0
     linear_token_bytes: float = 0.0
+    #: the mixer's own kernels in decode and in prefill, and the tokens per chunk of its scan
+    linear_kernels: tuple[int, int, int] = (0, 0, 1)
 
 
 def shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
@@ -733,14 +726,15 @@ def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
     la = spec.linear_attention
     lin_proj: tuple[tuple[float, float], ...] = ()
     lin_state = lin_token = 0.0
+    kernels = (0, 0, 1)
     if la is not None and linear:
-        lin_proj = (((2 * la.key_dim + 2 * la.value_dim) / tp, float(h)),
-                    (2 * la.num_v_heads / tp, float(h)), (float(h), la.value_dim / tp))
+        lin_proj = la.projections(h, tp)
         lin_state = float(la.state_bytes(tp, 2.0))
-        lin_token = (2 * la.conv_dim + 2 * la.value_dim) / tp * 2.0
+        lin_token = la.token_bytes(tp)
+        kernels = (la.decode_kernels, la.prefill_kernels, la.chunk)
     return Shape(
         layers_linear=linear / pp, linear_proj=lin_proj, linear_state_bytes=lin_state,
-        linear_token_bytes=lin_token,
+        linear_token_bytes=lin_token, linear_kernels=kernels,
         layers_full=(n - sliding - linear) / pp, layers_sliding=sliding / pp,
         dense_layers=(n - moe_layers) / pp, moe_layers=moe_layers / pp, hidden=h,
         q_heads=spec.num_heads / tp, kv_bytes_layer=kv_layer, head_dim_ctx=d_ctx,
@@ -816,10 +810,13 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
         proj += linear_s(k, dt, n_up, k_up, m)
     gemm = attn_layers * proj
     if s.layers_linear:
-        (qkvz_n, qkvz_k), (ba_n, ba_k), (out_n, out_k) = s.linear_proj
-        gemm += s.layers_linear * (linear_s(k, dt, qkvz_n, qkvz_k, m, fp8_input=qkv_fp8)
-                                   + linear_s(k, dt, ba_n, ba_k, m)
-                                   + linear_s(k, dt, out_n, out_k, m, fp8_input=True))
+        # the input projection(s) read the fused input norm's output, the last one (out_proj)
+        # the mixer's
+        *ins, (out_n, out_k) = s.linear_proj
+        gemm += s.layers_linear * (
+            sum(linear_s(k, dt, n_in, k_in, m, fp8_input=qkv_fp8 and j == 0)
+                for j, (n_in, k_in) in enumerate(ins))
+            + linear_s(k, dt, out_n, out_k, m, fp8_input=True))
     # MLPs (gate_up's input is the fused post-attention RMSNorm's output)
     if s.dense_layers:
         gemm += s.dense_layers * (linear_s(k, dt, s.up_n, h, m, fp8_input=fused)
