@@ -336,3 +336,33 @@ def test_the_step_model_runs_mamba_kernels():
     assert (s.layers_full, s.layers_linear) == (4, 36)
     assert s.linear_kernels == (3, 7, 256)
     assert s.linear_proj == (((3072 + 3072 + 2 * 2 * 128 + 48) / 2, 1536.0), (1536.0, 1536.0))
+
+
+# -- Bamba: Mamba-2 layers placed by attn_layer_indices ---------------------------------------
+BAMBA_CONFIG = json.loads((Path(__file__).parent / "fixtures" / "configs"
+                           / "bamba-9b.json").read_text())
+BAMBA = spec_from_config(BAMBA_CONFIG, "bamba-9b")
+
+
+def test_bamba_layers_and_padded_state_groups():
+    """Attention at layers 9, 18 and 27 (attn_layer_indices), Mamba-2 elsewhere: vLLM groups
+    by the 3 attention layers, so the 29 Mamba layers take ceil(29 / 3) = 10 groups, the last
+    padded (tests/test_lock_install.py: vLLM's own get_kv_cache_configs agrees)."""
+    assert [i for i, k in enumerate(BAMBA.layer_kinds) if k == "full"] == [9, 18, 27]
+    assert kv_layout(BAMBA, list(range(32)), ENGINE) == (3, ["full"] + ["linear"] * 10)
+    # one state: 3 x (8192 + 2 x 128) conv channels and 128 heads x 64 x 128, bf16
+    assert BAMBA.linear_attention.state_bytes(1, 2.0) == 2 * (3 * 8448 + 128 * 64 * 128)
+    # 16 x ceil(2,147,840 / (16 x 2 x 8 KV heads x 128 x 2 bytes))
+    assert linear_block_size(BAMBA, 1, 2.0, 2.0) == 16 * 33
+    # transformers 4.57.6 on the meta device (tests/test_lock_install.py)
+    assert BAMBA.param_counts()["total"] == 9_780_235_392
+    r = fit(BAMBA, FitRequest(gpu_memory_gib=80.0, tp=1, max_model_len=4096), ENGINE)
+    assert (r.kv_groups, r.state_groups, r.block_size) == (11, 10, 528)
+    # a request: ceil(4096 / 528) = 8 attention blocks and one per state group
+    assert r.sequences_held(4096) == r.num_blocks // 18
+
+
+@pytest.mark.parametrize("where", [None, [9, 32], [True], "9,18"])
+def test_bamba_attention_indices_must_be_layers(where):
+    with pytest.raises(ModelConfigError, match="attn_layer_indices"):
+        spec_from_config({**BAMBA_CONFIG, "attn_layer_indices": where}, "bad")

@@ -795,7 +795,8 @@ for tp, max_len, kv_dtype, memory in cases:
     # one spec per layer, as GPUModelRunner.get_kv_cache_spec builds them: attention layers
     # a FullAttentionSpec, Gated DeltaNet layers (MambaBase) a MambaSpec of their state
     specs = {}
-    for i, kind in enumerate(m.hf_config.layer_types):
+    hf = m.hf_config  # Bamba names its layers in a property (layers_block_type)
+    for i, kind in enumerate(getattr(hf, "layer_types", None) or hf.layers_block_type):
         specs[f"layers.{i}"] = (
             FullAttentionSpec(block_size=cc.block_size, num_kv_heads=m.get_num_kv_heads(pc),
                               head_size=m.get_head_size(), dtype=kv)
@@ -815,17 +816,17 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("fixture", ["qwen3-next-80b-a3b", "granite-4.0-h-tiny"])
+@pytest.mark.parametrize("fixture", ["qwen3-next-80b-a3b", "granite-4.0-h-tiny", "bamba-9b"])
 def test_a_linear_attention_kv_cache_is_laid_out_as_the_pinned_vllm_does(tmp_path, fixture):
-    """Qwen3-Next's KV cache (12 attention layers, 36 Gated DeltaNet layers) and Granite
-    4.0-H-Tiny's (4 attention layers, 36 Mamba-2 layers) against vLLM 0.11.0's own code on
-    the CPU: HybridAttentionMambaModelConfig sets the attention block
-    size and pads the state page, the model class gives the state's shape, and
-    kv_cache_utils.get_kv_cache_configs groups the layers and counts the blocks, the "GPU KV
-    cache size" and the "Maximum concurrency" it logs. advisor's fit must give the same block
-    size, blocks, tokens and concurrency for the same KV memory at every TP, both KV dtypes
-    and three lengths (the layer specs are built here as GPUModelRunner builds them: vLLM
-    builds them only from a model on a GPU)."""
+    """Qwen3-Next's KV cache (12 attention layers, 36 Gated DeltaNet layers), Granite
+    4.0-H-Tiny's (4 attention layers, 36 Mamba-2 layers) and Bamba-9B's (3 attention, 29
+    Mamba-2: ten state groups, the last padded) against vLLM 0.11.0's own code on the CPU:
+    HybridAttentionMambaModelConfig sets the attention block size and pads the state page,
+    the model class gives the state's shape, and kv_cache_utils.get_kv_cache_configs groups
+    the layers and counts the blocks, the "GPU KV cache size" and the "Maximum concurrency" it
+    logs. advisor's fit must give the same block size, blocks, tokens and concurrency for the
+    same KV memory at the TP sizes, KV dtypes and lengths below (the layer specs are built
+    here as GPUModelRunner builds them: vLLM builds them only from a model on a GPU)."""
     from advisor.core import sizing
     from advisor.core.engine import GIB, profile
     from advisor.core.model import spec_from_config
@@ -840,7 +841,9 @@ def test_a_linear_attention_kv_cache_is_laid_out_as_the_pinned_vllm_does(tmp_pat
             (4, 262144, "fp8", 33.3), (8, 100, "auto", 0.75), (8, 131072, "fp8", 61.0)],
         "granite-4.0-h-tiny": [  # 12 heads: TP 1, 2, 4
             (1, 4096, "auto", 7.5), (2, 32768, "auto", 20.0), (4, 131072, "fp8", 33.3),
-            (4, 100, "auto", 0.75)]}[fixture]]
+            (4, 100, "auto", 0.75)],
+        "bamba-9b": [  # 3 attention layers, 29 Mamba-2: the last state group padded
+            (1, 4096, "auto", 7.5), (2, 4096, "fp8", 20.0), (8, 4096, "auto", 3.3)]}[fixture]]
     got = _run(_python(LOCKS[1].values[0]), LINEAR_KV, str(folder), json.dumps(cases),
                tmp_path=tmp_path, vllm_cache=_venv(LOCKS[1].values[0]).parent / "vllm-cache")
     spec = spec_from_config(json.loads(path.read_text()), fixture)

@@ -819,7 +819,7 @@ HYBRID_LAYER_WORDS = ("linear", "mamba", "ssm", "conv", "deltanet", "rwkv")
 
 #: model types whose linear-attention layers advisor sizes (:class:`GatedDeltaNet`); the
 #: other hybrids of :func:`hybrid_layers` are refused
-LINEAR_ATTENTION_MODEL_TYPES = ("qwen3_next", "granitemoehybrid")
+LINEAR_ATTENTION_MODEL_TYPES = ("qwen3_next", "granitemoehybrid", "bamba")
 #: Qwen3NextConfig's default when config.json leaves it out: one attention layer in four
 #: (transformers 4.57.6 configuration_qwen3_next.py: kwargs.get("full_attention_interval", 4))
 FULL_ATTENTION_INTERVAL = 4
@@ -827,17 +827,28 @@ FULL_ATTENTION_INTERVAL = 4
 
 def _linear_mixer(cfg: dict[str, Any], name: str, model_type: str, layers: int
                   ) -> tuple[GatedDeltaNet | Mamba2Mixer, list[LayerKind]]:
-    if model_type == "granitemoehybrid":
-        return _mamba2(cfg, name, layers)
+    if model_type in ("granitemoehybrid", "bamba"):
+        return _mamba2(cfg, name, layers, model_type)
     return _gated_delta_net(cfg, name, layers)
 
 
-def _mamba2(cfg: dict[str, Any], name: str, layers: int) -> tuple[Mamba2Mixer, list[LayerKind]]:
-    """Granite 4.0-H's layers (``layer_types``: "mamba" / "attention", which vLLM's
-    GraniteMoeHybridModel reads layer by layer) and its Mamba-2 mixer's shape
-    (GraniteMoeHybridConfig's mamba_* keys: intermediate = mamba_expand x hidden_size,
-    mamba_d_head "auto" = intermediate / mamba_n_heads)."""
-    types = cfg.get("layer_types")
+def _mamba2(cfg: dict[str, Any], name: str, layers: int, model_type: str
+            ) -> tuple[Mamba2Mixer, list[LayerKind]]:
+    """Granite 4.0-H's and Bamba's layers and their Mamba-2 mixer's shape. Granite states
+    ``layer_types`` ("mamba" / "attention", which vLLM's GraniteMoeHybridModel reads layer by
+    layer), Bamba ``attn_layer_indices`` (BambaConfig.layers_block_type: attention there,
+    mamba elsewhere). Both configs' mamba_* keys: intermediate = mamba_expand x hidden_size,
+    mamba_d_head "auto" = intermediate / mamba_n_heads."""
+    if model_type == "bamba":
+        where = cfg.get("attn_layer_indices")
+        if not isinstance(where, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers
+                for i in where):
+            raise _bad(name, "attn_layer_indices", str(where)[:80],
+                       f"is not a list of layer indices below {layers}")
+        types: Any = ["attention" if i in where else "mamba" for i in range(layers)]
+    else:
+        types = cfg.get("layer_types")
     if not isinstance(types, list) or len(types) != layers or not all(
             t in ("mamba", "attention") for t in types):
         raise _bad(name, "layer_types", str(types)[:80],
@@ -902,10 +913,11 @@ def hybrid_layers(cfg: dict[str, Any]) -> str | None:
 
     vLLM serves these with a per-sequence recurrent state beside the KV cache of their few
     attention layers and sizes its blocks to fit that state (vllm/v1 hybrid KV cache manager,
-    MambaSpec). advisor sizes Qwen3-Next's Gated DeltaNet and Granite 4.0-H's Mamba-2 that way
-    (:data:`LINEAR_ATTENTION_MODEL_TYPES`); the others (Mamba, Jamba, Nemotron-H, Bamba, Zamba,
-    Falcon-H1, lightning attention, short convolutions: other layer layouts, state shapes and
-    kernels) it refuses rather than size as attention on every layer."""
+    MambaSpec). advisor sizes Qwen3-Next's Gated DeltaNet and Granite 4.0-H's and Bamba's
+    Mamba-2 that way (:data:`LINEAR_ATTENTION_MODEL_TYPES`); the others (Mamba, Jamba,
+    Nemotron-H, Zamba, Falcon-H1, PLaMo 2, lightning attention, short convolutions: other layer
+    layouts, state shapes and kernels) it refuses rather than size as attention on every
+    layer."""
     for key in HYBRID_KEYS:
         if cfg.get(key) not in (None, False, "", [], {}):
             return f"its config has {key}"
@@ -1093,8 +1105,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     if hybrid and model_type not in LINEAR_ATTENTION_MODEL_TYPES:
         raise ModelConfigError(
             f"{name}: a state-space or linear-attention model ({hybrid}); advisor sizes "
-            "attention models, Qwen3-Next's Gated DeltaNet and Granite 4.0-H's Mamba-2, and a "
-            "KV cache on every layer would be wrong for it",
+            "attention models, Qwen3-Next's Gated DeltaNet and the Mamba-2 of Granite 4.0-H "
+            "and Bamba, and a KV cache on every layer would be wrong for it",
             hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size' and "
             "'Maximum concurrency'")
     stated = cfg
