@@ -366,3 +366,42 @@ def test_bamba_layers_and_padded_state_groups():
 def test_bamba_attention_indices_must_be_layers(where):
     with pytest.raises(ModelConfigError, match="attn_layer_indices"):
         spec_from_config({**BAMBA_CONFIG, "attn_layer_indices": where}, "bad")
+
+
+# -- Jamba: Mamba (v1) layers, attention every 8th, experts every 2nd ---------------------------
+JAMBA_CONFIG = json.loads((Path(__file__).parent / "fixtures" / "configs"
+                           / "jamba-v0.1.json").read_text())
+JAMBA = spec_from_config(JAMBA_CONFIG, "jamba-v0.1")
+
+
+def test_jamba_layers_experts_and_state():
+    """JambaConfig's patterns: attention where i % 8 == 4, experts where i % 2 == 1; the Mamba
+    state is 3 x 8192 / TP conv channels and 8192 / TP x 16 SSM entries, bf16."""
+    assert [i for i, k in enumerate(JAMBA.layer_kinds) if k == "full"] == [4, 12, 20, 28]
+    assert [i for i in range(32) if JAMBA.is_moe_layer(i)] == list(range(1, 32, 2))
+    m = JAMBA.linear_attention
+    assert m.label == "Mamba" and m.state_elements(2) == (3 * 4096, 4096 * 16)
+    assert m.state_bytes(1, 2.0) == 2 * (3 * 8192 + 8192 * 16)
+    # 16 x ceil(311,296 / (16 x 2 x 8 KV heads x 128 x 2 bytes)) = 80 tokens
+    assert linear_block_size(JAMBA, 1, 2.0, 2.0) == 80
+    assert kv_layout(JAMBA, list(range(32)), ENGINE) == (4, ["full"] + ["linear"] * 7)
+    # transformers 4.57.6 on the meta device: 51,570,323,328 (tests/test_lock_install.py)
+    assert JAMBA.param_counts()["total"] == 51_570_323_328
+
+
+def test_jamba_mamba_layers_are_not_quantized():
+    """vLLM passes MambaMixer no quant_config: an fp8 Jamba keeps its Mamba projections in
+    bf16, so swapping the checkpoint's dtype changes only attention, MLP and expert bytes."""
+    bf16 = JAMBA.linear_attention.gpu_bytes(4096, 2, 2.0, 2.0)
+    assert JAMBA.linear_attention.gpu_bytes(4096, 2, 1.0, 2.0) == bf16
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"attn_layer_offset": 8}, "is not below attn_layer_period"),
+    ({"expert_layer_offset": 0}, "is not expert_layer_period - 1"),
+    ({"attn_layer_period": 64, "attn_layer_offset": 40}, "no attention layer"),
+    ({"attn_layer_offset": -1}, "out of range"),
+])
+def test_a_bad_jamba_config_is_refused_with_the_key(change, says):
+    with pytest.raises(ModelConfigError, match=says):
+        spec_from_config({**JAMBA_CONFIG, **change}, "bad")

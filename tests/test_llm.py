@@ -180,10 +180,8 @@ _BASE = {"num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 8,
     ({"model_type": "x_hybrid", "layer_types": ["mamba"] * 7 + ["attention"]}, "mamba"),
     ({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M-M*-M"},
      "hybrid_override_pattern"),
-    ({"model_type": "jamba", "attn_layer_period": 8, "attn_layer_offset": 4},
-     "attn_layer_period"),
-    # Granite 4.0-H's and Bamba's Mamba-2 layers are sized (tests/test_linear_attention.py);
-    # Zamba's and PLaMo 2's stay refused
+    # Granite 4.0-H's and Bamba's Mamba-2 layers and Jamba's Mamba layers are sized
+    # (tests/test_linear_attention.py); Zamba's and PLaMo 2's stay refused
     ({"model_type": "plamo2", "mamba_d_state": 64}, "mamba_d_state"),
     ({"model_type": "zamba2", "layers_block_type": ["mamba"] * 7 + ["hybrid"]},
      "layers_block_type"),

@@ -816,11 +816,13 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("fixture", ["qwen3-next-80b-a3b", "granite-4.0-h-tiny", "bamba-9b"])
+@pytest.mark.parametrize("fixture", ["qwen3-next-80b-a3b", "granite-4.0-h-tiny", "bamba-9b",
+                                     "jamba-v0.1"])
 def test_a_linear_attention_kv_cache_is_laid_out_as_the_pinned_vllm_does(tmp_path, fixture):
     """Qwen3-Next's KV cache (12 attention layers, 36 Gated DeltaNet layers), Granite
     4.0-H-Tiny's (4 attention layers, 36 Mamba-2 layers) and Bamba-9B's (3 attention, 29
-    Mamba-2: ten state groups, the last padded) against vLLM 0.11.0's own code on the CPU:
+    Mamba-2: ten state groups, the last padded) and Jamba's (4 attention, 28 Mamba v1 layers)
+    against vLLM 0.11.0's own code on the CPU:
     HybridAttentionMambaModelConfig sets the attention block size and pads the state page,
     the model class gives the state's shape, and kv_cache_utils.get_kv_cache_configs groups
     the layers and counts the blocks, the "GPU KV cache size" and the "Maximum concurrency" it
@@ -843,7 +845,10 @@ def test_a_linear_attention_kv_cache_is_laid_out_as_the_pinned_vllm_does(tmp_pat
             (1, 4096, "auto", 7.5), (2, 32768, "auto", 20.0), (4, 131072, "fp8", 33.3),
             (4, 100, "auto", 0.75)],
         "bamba-9b": [  # 3 attention layers, 29 Mamba-2: the last state group padded
-            (1, 4096, "auto", 7.5), (2, 4096, "fp8", 20.0), (8, 4096, "auto", 3.3)]}[fixture]]
+            (1, 4096, "auto", 7.5), (2, 4096, "fp8", 20.0), (8, 4096, "auto", 3.3)],
+        "jamba-v0.1": [  # Mamba (v1): 4 attention layers, 28 Mamba
+            (1, 8192, "auto", 7.5), (2, 262144, "auto", 40.0), (4, 32768, "fp8", 20.0),
+            (8, 4096, "auto", 1.5)]}[fixture]]
     got = _run(_python(LOCKS[1].values[0]), LINEAR_KV, str(folder), json.dumps(cases),
                tmp_path=tmp_path, vllm_cache=_venv(LOCKS[1].values[0]).parent / "vllm-cache")
     spec = spec_from_config(json.loads(path.read_text()), fixture)

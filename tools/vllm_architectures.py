@@ -69,7 +69,10 @@ GEOMETRY_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
                  # get_mamba_state_shape_from_config, MambaMixer2) and its shared MLP
                  "mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_d_conv",
                  "mamba_expand", "mamba_conv_bias", "mamba_proj_bias",
-                 "shared_intermediate_size")
+                 "shared_intermediate_size",
+                 # Jamba's layer pattern and Mamba state (jamba.py, MambaMixer)
+                 "attn_layer_period", "attn_layer_offset", "expert_layer_period",
+                 "expert_layer_offset")
 
 
 def config_classes() -> dict[str, type]:

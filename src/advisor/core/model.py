@@ -241,6 +241,83 @@ class Mamba2Mixer(BaseModel):
         return (2 * self.conv_dim_at(tp) + 2 * self.intermediate) / tp * 2.0
 
 
+class Mamba1Mixer(BaseModel):
+    """A Mamba (v1) mixer as vLLM 0.11.0 builds it for Jamba (vllm/model_executor/layers/mamba/
+    mamba_mixer.py, MambaMixer with use_rms_norm): in_proj (hidden -> 2 x intermediate,
+    column-parallel), a depthwise conv1d over the intermediate (a bias with mamba_conv_bias),
+    x_proj (intermediate -> dt_rank + 2 x state, row-parallel), dt_proj (dt_rank ->
+    intermediate, column-parallel, with a bias), A (intermediate x state, fp32) and D split by
+    TP, RMSNorms of dt_rank and state (twice) on every GPU, and out_proj (row-parallel). vLLM
+    passes these layers no quant_config, so they stay in the model's dtype whatever the
+    checkpoint's quantization.
+
+    Its state per sequence (MambaStateShapeCalculator.mamba1_state_shape): a conv state of
+    (kernel - 1) x intermediate / TP and an SSM state of intermediate / TP x state."""
+
+    model_config = ConfigDict(frozen=True)
+    intermediate: int = Field(gt=0)
+    state_size: int = Field(gt=0)
+    conv_kernel: int = Field(gt=1)
+    dt_rank: int = Field(gt=0)
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+    def linear_params(self, hidden: int) -> int:
+        """Its projections (all in the model dtype: vLLM does not quantize them)."""
+        d = self.intermediate
+        return (hidden * 2 * d + d * (self.dt_rank + 2 * self.state_size) + self.dt_rank * d
+                + d * hidden)
+
+    def params(self, hidden: int) -> int:
+        d = self.intermediate
+        bias = (2 * d + hidden) if self.proj_bias else 0
+        conv = d * (self.conv_kernel + (1 if self.conv_bias else 0))
+        return (self.linear_params(hidden) + bias + conv + d  # dt_proj's bias
+                + d * self.state_size + d  # A, D
+                + self.dt_rank + 2 * self.state_size)  # the three RMSNorms
+
+    def state_elements(self, tp: int) -> tuple[int, int]:
+        return ((self.conv_kernel - 1) * (self.intermediate // tp),
+                self.intermediate // tp * self.state_size)
+
+    def state_bytes(self, tp: int, dtype_bytes: float) -> int:
+        return int(sum(self.state_elements(tp)) * dtype_bytes)
+
+    #: vLLM 0.11.0's kernels per layer besides the projections: in decode
+    #: causal_conv1d_update, the three RMSNorms and selective_state_update; in prefill
+    #: causal_conv1d_fn, the norms and selective_scan_fn, which keeps the state on chip
+    #: across the prompt (read and written once per chunk of 2048 tokens, as Mamba's
+    #: selective-scan kernel chunks it)
+    decode_kernels: ClassVar[int] = 5
+    prefill_kernels: ClassVar[int] = 5
+    chunk: ClassVar[int] = 2048
+    label: ClassVar[str] = "Mamba"
+
+    def tp_problem(self, tp: int) -> str | None:
+        if self.intermediate % tp:
+            return f"TP {tp} does not divide the Mamba intermediate size {self.intermediate}"
+        return None
+
+    def gpu_bytes(self, hidden: int, tp: int, linear_bytes: float, act_bytes: float) -> float:
+        d = self.intermediate
+        sharded = (self.linear_params(hidden) + d * (self.conv_kernel + (1 if self.conv_bias
+                                                                         else 0))
+                   + d + d + (2 * d if self.proj_bias else 0)) / tp
+        replicated = self.dt_rank + 2 * self.state_size + (hidden if self.proj_bias else 0)
+        return (sharded + replicated) * act_bytes + d / tp * self.state_size * 4.0
+
+    def projections(self, hidden: int, tp: int) -> tuple[tuple[float, float], ...]:
+        """(n, k) of the GEMMs on one GPU: in_proj, x_proj, dt_proj, out_proj."""
+        d = self.intermediate / tp
+        return ((2 * d, float(hidden)), (float(self.dt_rank + 2 * self.state_size), d),
+                (d, float(self.dt_rank)), (float(hidden), d))
+
+    def token_bytes(self, tp: int) -> float:
+        """bf16 bytes a token's activations take through the mixer's own kernels on one GPU:
+        the conv's channels in and out, the gate and the scan's output."""
+        return 4 * self.intermediate / tp * 2.0
+
+
 class Quantization(BaseModel):
     model_config = ConfigDict(frozen=True)
     method: str
@@ -317,7 +394,7 @@ class ModelSpec(BaseModel):
     layer_kinds: tuple[LayerKind, ...]
     #: the linear-attention layers' mixer (Qwen3-Next's Gated DeltaNet, Granite 4.0-H's
     #: Mamba-2; None: none)
-    linear_attention: GatedDeltaNet | Mamba2Mixer | None = None
+    linear_attention: GatedDeltaNet | Mamba2Mixer | Mamba1Mixer | None = None
     #: a sigmoid output gate on the attention (Qwen3-Next's attn_output_gate: q_proj is twice
     #: as wide, vllm qwen3_next.py Qwen3NextAttention)
     attn_output_gate: bool = False
@@ -819,17 +896,47 @@ HYBRID_LAYER_WORDS = ("linear", "mamba", "ssm", "conv", "deltanet", "rwkv")
 
 #: model types whose linear-attention layers advisor sizes (:class:`GatedDeltaNet`); the
 #: other hybrids of :func:`hybrid_layers` are refused
-LINEAR_ATTENTION_MODEL_TYPES = ("qwen3_next", "granitemoehybrid", "bamba")
+LINEAR_ATTENTION_MODEL_TYPES = ("qwen3_next", "granitemoehybrid", "bamba", "jamba")
 #: Qwen3NextConfig's default when config.json leaves it out: one attention layer in four
 #: (transformers 4.57.6 configuration_qwen3_next.py: kwargs.get("full_attention_interval", 4))
 FULL_ATTENTION_INTERVAL = 4
 
 
 def _linear_mixer(cfg: dict[str, Any], name: str, model_type: str, layers: int
-                  ) -> tuple[GatedDeltaNet | Mamba2Mixer, list[LayerKind]]:
+                  ) -> tuple[GatedDeltaNet | Mamba2Mixer | Mamba1Mixer, list[LayerKind]]:
     if model_type in ("granitemoehybrid", "bamba"):
         return _mamba2(cfg, name, layers, model_type)
+    if model_type == "jamba":
+        return _mamba1(cfg, name, layers)
     return _gated_delta_net(cfg, name, layers)
+
+
+def _mamba1(cfg: dict[str, Any], name: str, layers: int) -> tuple[Mamba1Mixer, list[LayerKind]]:
+    """Jamba's layers (JambaConfig.layers_block_type: attention where i % attn_layer_period
+    == attn_layer_offset, Mamba elsewhere; the class's defaults 8 and 4) and its Mamba mixer
+    (intermediate = mamba_expand x hidden_size; mamba_dt_rank "auto" = ceil(hidden / 16))."""
+    period = _int(cfg, name, "attn_layer_period", default=8, limit="num_hidden_layers")
+    offset = _int(cfg, name, "attn_layer_offset", default=4, limit="first_k_dense_replace")
+    if offset >= period:
+        raise _bad(name, "attn_layer_offset", offset, f"is not below attn_layer_period {period}")
+    kinds: list[LayerKind] = ["full" if i % period == offset else "linear"
+                              for i in range(layers)]
+    if "full" not in kinds:
+        raise ModelConfigError(
+            f"{name}: no attention layer among its {layers} layers; advisor sizes a Mamba "
+            "hybrid beside the KV cache of its attention layers",
+            hint="check attn_layer_period / attn_layer_offset against the checkpoint's")
+    hidden = _require(cfg, name, "hidden_size")
+    rank = cfg.get("mamba_dt_rank")
+    mixer = Mamba1Mixer(
+        intermediate=_require(cfg, name, "mamba_expand") * hidden,
+        state_size=_require(cfg, name, "mamba_d_state"),
+        conv_kernel=_require(cfg, name, "mamba_d_conv"),
+        dt_rank=(-(-hidden // 16) if rank in (None, "auto")
+                 else _int(cfg, name, "mamba_dt_rank", limit="hidden_size")),
+        conv_bias=cfg.get("mamba_conv_bias") is not False,
+        proj_bias=cfg.get("mamba_proj_bias") is True)
+    return mixer, kinds
 
 
 def _mamba2(cfg: dict[str, Any], name: str, layers: int, model_type: str
@@ -913,8 +1020,8 @@ def hybrid_layers(cfg: dict[str, Any]) -> str | None:
 
     vLLM serves these with a per-sequence recurrent state beside the KV cache of their few
     attention layers and sizes its blocks to fit that state (vllm/v1 hybrid KV cache manager,
-    MambaSpec). advisor sizes Qwen3-Next's Gated DeltaNet and Granite 4.0-H's and Bamba's
-    Mamba-2 that way (:data:`LINEAR_ATTENTION_MODEL_TYPES`); the others (Mamba, Jamba,
+    MambaSpec). advisor sizes Qwen3-Next's Gated DeltaNet, Granite 4.0-H's and Bamba's Mamba-2
+    and Jamba's Mamba that way (:data:`LINEAR_ATTENTION_MODEL_TYPES`); the others (Mamba alone,
     Nemotron-H, Zamba, Falcon-H1, PLaMo 2, lightning attention, short convolutions: other layer
     layouts, state shapes and kernels) it refuses rather than size as attention on every
     layer."""
@@ -1105,8 +1212,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     if hybrid and model_type not in LINEAR_ATTENTION_MODEL_TYPES:
         raise ModelConfigError(
             f"{name}: a state-space or linear-attention model ({hybrid}); advisor sizes "
-            "attention models, Qwen3-Next's Gated DeltaNet and the Mamba-2 of Granite 4.0-H "
-            "and Bamba, and a KV cache on every layer would be wrong for it",
+            "attention models and the hybrids of Qwen3-Next, Granite 4.0-H, Bamba and Jamba, "
+            "and a KV cache on every layer would be wrong for it",
             hint="size it with vLLM itself: its start-up log prints 'GPU KV cache size' and "
             "'Maximum concurrency'")
     stated = cfg
@@ -1160,6 +1267,16 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
     n_experts = _int(cfg, name, "num_local_experts", "num_experts", "n_routed_experts",
                      "moe_num_experts", default=0, limit="num_experts") or _int(
         ffn, name, "moe_num_experts", default=0, limit="num_experts")
+    jamba_every = 0
+    if n_experts > 1 and model_type == "jamba":
+        # JambaConfig.layers_num_experts: experts where i % expert_layer_period ==
+        # expert_layer_offset (the class's 2 and 1): every period-th layer counted from one
+        jamba_every = _int(cfg, name, "expert_layer_period", default=2, limit="moe_layer_freq")
+        offset = _int(cfg, name, "expert_layer_offset", default=1, limit="first_k_dense_replace")
+        if offset != jamba_every - 1:
+            raise _bad(name, "expert_layer_offset", offset,
+                       f"is not expert_layer_period - 1 ({jamba_every - 1}); advisor places "
+                       "Jamba's experts on every period-th layer only")
     if n_experts > 1:
         per_token = _int(cfg, name, "num_experts_per_tok", "experts_per_token", "moe_k",
                          "moe_topk", default=0, limit="num_experts_per_tok") or _int(
@@ -1188,12 +1305,12 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model",
             last=(_int(cfg, name, "moe_layer_end_index", limit="first_k_dense_replace")
                   if cfg.get("moe_layer_end_index") is not None else None),
             # Llama 4's interleave_moe_layer_step counts from 1 too (llama4.py): Maverick's 2
-            every=(_int(cfg, name, "moe_layer_freq", "decoder_sparse_step",
-                        "moe_layer_interval", "interleave_moe_layer_step", default=1,
-                        limit="moe_layer_freq")
-                   if _get(cfg, "moe_layer_freq", "decoder_sparse_step", "moe_layer_interval",
-                           "interleave_moe_layer_step")
-                   else 1),
+            every=jamba_every or (_int(cfg, name, "moe_layer_freq", "decoder_sparse_step",
+                                       "moe_layer_interval", "interleave_moe_layer_step",
+                                       default=1, limit="moe_layer_freq")
+                                  if _get(cfg, "moe_layer_freq", "decoder_sparse_step",
+                                          "moe_layer_interval", "interleave_moe_layer_step")
+                                  else 1),
             every_from_one=_get(cfg, "moe_layer_freq") is None,
             dense_layers=_layer_list(cfg, name, "mlp_only_layers", layers),
             expert_bias=model_type == "gpt_oss",
