@@ -405,3 +405,23 @@ def test_jamba_mamba_layers_are_not_quantized():
 def test_a_bad_jamba_config_is_refused_with_the_key(change, says):
     with pytest.raises(ModelConfigError, match=says):
         spec_from_config({**JAMBA_CONFIG, **change}, "bad")
+
+
+@pytest.mark.parametrize("spec,tp,count,per_token", [
+    (Q3N, 4, 0, 0.0),            # Gated DeltaNet's norm is per head: no collective
+    (GH, 1, 0, 0.0),             # TP 1: none at all
+    (GH, 2, 1, 4.0),             # one Mamba-2 group: its gated norm all-reduces an fp32 sum
+    (JAMBA, 2, 1, (256 + 32) * 2.0),  # Mamba v1: x_proj is row-parallel, dt_rank + 2 x state
+])
+def test_linear_layers_add_their_tp_collectives(spec, tp, count, per_token):
+    s = stepmodel.shape(spec, tp, 1, 2.0)
+    assert s.linear_collectives == (count, per_token)
+    k = stepmodel.kernels(advisor.load_catalog().gpus["H100-SXM"])
+    got = stepmodel.step_cost(spec, k, tp, 1, "auto", 2.0, 8, 1000.0).allreduce
+    layers = spec.num_layers
+    # no fusion here: two all-reduces of 8 tokens x hidden x bf16 per layer, plus the mixer's
+    want = (2 * layers * k.allreduce_s(tp, 8 * spec.hidden_size * 2)
+            + s.layers_linear * count * k.allreduce_s(tp, 8 * per_token)) if tp > 1 else 0.0
+    assert got == pytest.approx(want, rel=1e-12)
+    if count:
+        assert got > 2 * layers * k.allreduce_s(tp, 8 * spec.hidden_size * 2)

@@ -126,6 +126,11 @@ class GatedDeltaNet(BaseModel):
     chunk: ClassVar[int] = 64
     label: ClassVar[str] = "Gated DeltaNet"
 
+    def tp_collectives(self, tp: int) -> tuple[int, float]:
+        """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each:
+        none (its gated norm is per head)."""
+        return 0, 0.0
+
     def tp_problem(self, tp: int) -> str | None:
         """qwen3_next.py: divide(num_v_heads, tp); the conv and projections by head."""
         for what, n in (("key", self.num_k_heads), ("value", self.num_v_heads)):
@@ -208,6 +213,12 @@ class Mamba2Mixer(BaseModel):
     prefill_kernels: ClassVar[int] = 7
     chunk: ClassVar[int] = 256
     label: ClassVar[str] = "Mamba-2"
+
+    def tp_collectives(self, tp: int) -> tuple[int, float]:
+        """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each:
+        with one group its gated RMSNorm all-reduces each token's fp32 sum of squares
+        (Mixer2RMSNormGated.forward_native, case 1); groups TP divides need none."""
+        return (1, 4.0) if tp > 1 and self.n_groups == 1 else (0, 0.0)
 
     def tp_problem(self, tp: int) -> str | None:
         """mamba_mixer2.py: num_heads % tp == 0; groups divided by TP or a single group."""
@@ -292,6 +303,11 @@ class Mamba1Mixer(BaseModel):
     prefill_kernels: ClassVar[int] = 5
     chunk: ClassVar[int] = 2048
     label: ClassVar[str] = "Mamba"
+
+    def tp_collectives(self, tp: int) -> tuple[int, float]:
+        """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each:
+        x_proj is row-parallel, so its dt_rank + 2 x state outputs are all-reduced (bf16)."""
+        return (1, (self.dt_rank + 2 * self.state_size) * 2.0) if tp > 1 else (0, 0.0)
 
     def tp_problem(self, tp: int) -> str | None:
         if self.intermediate % tp:

@@ -680,6 +680,8 @@ class Shape:
     linear_token_bytes: float = 0.0
     #: the mixer's own kernels in decode and in prefill, and the tokens per chunk of its scan
     linear_kernels: tuple[int, int, int] = (0, 0, 1)
+    #: all-reduces a linear layer adds at this TP beyond out_proj's, and bytes per token each
+    linear_collectives: tuple[int, float] = (0, 0.0)
 
 
 def shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
@@ -727,14 +729,16 @@ def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
     lin_proj: tuple[tuple[float, float], ...] = ()
     lin_state = lin_token = 0.0
     kernels = (0, 0, 1)
+    collectives: tuple[int, float] = (0, 0.0)
     if la is not None and linear:
         lin_proj = la.projections(h, tp)
         lin_state = float(la.state_bytes(tp, 2.0))
         lin_token = la.token_bytes(tp)
         kernels = (la.decode_kernels, la.prefill_kernels, la.chunk)
+        collectives = la.tp_collectives(tp)
     return Shape(
         layers_linear=linear / pp, linear_proj=lin_proj, linear_state_bytes=lin_state,
-        linear_token_bytes=lin_token, linear_kernels=kernels,
+        linear_token_bytes=lin_token, linear_kernels=kernels, linear_collectives=collectives,
         layers_full=(n - sliding - linear) / pp, layers_sliding=sliding / pp,
         dense_layers=(n - moe_layers) / pp, moe_layers=moe_layers / pp, hidden=h,
         q_heads=spec.num_heads / tp, kv_bytes_layer=kv_layer, head_dim_ctx=d_ctx,
@@ -855,6 +859,9 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
     if tp > 1:
         ar = ((2 * layers - n_fused) * k.allreduce_s(tp, act)
               + n_fused * k.allreduce_fused_s(tp, act))
+        n_extra, per_token = s.linear_collectives
+        if n_extra and s.layers_linear:  # small, so mostly the all-reduce's latency
+            ar += s.layers_linear * n_extra * k.allreduce_s(tp, m * per_token)
     other = ((layers * (ELEMENTWISE_PER_LAYER - 1) - n_fused) * _transfer_s(k, 2 * act))
     other += (s.dense_layers * _transfer_s(k, 3 * m * s.inter * 2)
               + s.moe_layers * _transfer_s(k, 3 * m * max(s.expert_inter * s.topk, 1) * 2))
