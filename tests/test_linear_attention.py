@@ -208,8 +208,8 @@ def test_the_step_model_runs_attention_on_12_layers_and_delta_net_on_36():
     k = stepmodel.kernels(advisor.load_catalog().gpus["H100-SXM"])
     alone = stepmodel.step_cost(Q3N, k, 4, 1, "auto", 2.0, 64, 4096.0)
     # the DeltaNet layers' own kernels are charged, more with more sequences to update
-    assert stepmodel.gated_delta_net_s(k, s, 64, 0) > 0
-    assert stepmodel.gated_delta_net_s(k, s, 256, 0) > stepmodel.gated_delta_net_s(k, s, 64, 0)
+    assert stepmodel.linear_mixer_s(k, s, 64, 0) > 0
+    assert stepmodel.linear_mixer_s(k, s, 256, 0) > stepmodel.linear_mixer_s(k, s, 64, 0)
     # as 48 attention layers the same step would read four times the KV cache
     as_attention = stepmodel.step_cost(
         Q3N.model_copy(update={"layer_kinds": ("full",) * 48, "linear_attention": None}),

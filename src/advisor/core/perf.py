@@ -587,7 +587,7 @@ def estimate(spec: ModelSpec, gpu: Gpu, fit: MemoryFit, workload: Workload,
         notes.append(f"{spec.linear_attention.label} layers: their projections on the "
                      "measured GEMM curves, their own kernels (conv, gating, the scan) charged "
                      "as the bytes they move, which no kernel table measures "
-                     "(stepmodel.gated_delta_net_s)")
+                     "(stepmodel.linear_mixer_s)")
     mem_bound = (_weight_bytes_read(spec, fit, c) + c * ctx * fit.kv_bytes_per_token)
     bound = "memory" if mem_bound / ((gpu.memory_bandwidth_gb_s or 1) * 1e9) * 1.0 >= (
         2 * spec.param_counts()["active"] * c / (fit.tp * fit.pp)

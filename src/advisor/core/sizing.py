@@ -186,7 +186,7 @@ def _layer_weight_bytes(spec: ModelSpec, i: int, tp: int, act_bytes: float,
     h, d = spec.hidden_size, spec.head_dim
     la = spec.linear_attention
     if la is not None and spec.layer_kinds[i] == "linear":
-        # the linear-attention mixer (model.GatedDeltaNet, model.Mamba2Mixer)
+        # the linear-attention mixer (model.GatedDeltaNet, Mamba2Mixer, Mamba1Mixer)
         attn = la.gpu_bytes(h, tp, lin_b, act_bytes)
     elif spec.mla is not None:
         m = spec.mla

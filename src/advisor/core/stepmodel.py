@@ -605,10 +605,10 @@ def context_attention_s(k: Kernels, kvd: str, heads_x_dim: float, span: float,
     return 2 * heads_x_dim * span * tokens / (k.peak("bfloat16") * interp(c, span))
 
 
-def gated_delta_net_s(k: Kernels, s: Shape, decode: float, prefill_tokens: float) -> float:
-    """One linear-attention layer's own kernels (not its projections) on one GPU — Gated
-    DeltaNet's or Mamba-2's, their counts and chunk in :class:`Shape`.linear_kernels (from
-    model.GatedDeltaNet / model.Mamba2Mixer): no kernel table measures them, so each is
+def linear_mixer_s(k: Kernels, s: Shape, decode: float, prefill_tokens: float) -> float:
+    """One linear-attention or Mamba layer's own kernels (not its projections) on one GPU —
+    Gated DeltaNet's, Mamba-2's or Mamba's, their counts and chunk in
+    :class:`Shape`.linear_kernels (from the mixer class): no kernel table measures them, so each is
     charged as the bytes it moves at the measured element-wise bandwidth (:func:`_transfer_s`,
     with its launch floor). Decode reads and writes each sequence's state (conv and
     temporal); prefill moves the step's activations through its kernels and the state once per
@@ -669,11 +669,10 @@ class Shape:
     window: int | None
     # MLA's up-projections on one GPU as (n, k) weight shapes: q_b_proj, kv_b_proj
     attn_up: tuple[tuple[float, float], ...]
-    #: Gated DeltaNet layers of this stage (Qwen3-Next; model.GatedDeltaNet), their
-    #: projections on one GPU as (n, k) weight shapes (in_proj_qkvz, in_proj_ba, out_proj),
-    #: one sequence's state in one layer on one GPU (bytes, the model dtype) and the
-    #: per-token activations their kernels read and write (bytes: the conv1d's channels in and
-    #: out, the gate and the output of the value heads)
+    #: linear-attention / Mamba layers of this stage (model.GatedDeltaNet, Mamba2Mixer,
+    #: Mamba1Mixer), their projections on one GPU as (n, k) weight shapes (the mixer's
+    #: ``projections``, out_proj last), one sequence's state in one layer on one GPU (bytes,
+    #: the model dtype) and the per-token activations their own kernels read and write
     layers_linear: float = 0.0
     linear_proj: tuple[tuple[float, float], ...] = ()
     linear_state_bytes: float = 0.0
@@ -846,7 +845,7 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
                 attn += n_layers * decode_attention_s(k, kvd, hist,
                                                       decode * hist * s.kv_bytes_layer)
     if s.layers_linear:
-        attn += s.layers_linear * gated_delta_net_s(k, s, decode, prefill_tokens)
+        attn += s.layers_linear * linear_mixer_s(k, s, decode, prefill_tokens)
     if prefill_tokens and prompt_len:
         for n_layers, span in ((s.layers_full, prompt_len),
                                (s.layers_sliding, min(prompt_len, s.window or prompt_len))):
