@@ -425,3 +425,24 @@ def test_linear_layers_add_their_tp_collectives(spec, tp, count, per_token):
     assert got == pytest.approx(want, rel=1e-12)
     if count:
         assert got > 2 * layers * k.allreduce_s(tp, 8 * spec.hidden_size * 2)
+
+
+def test_jamba_mamba_projections_are_timed_in_bf16_whatever_the_checkpoint():
+    """An fp8 Jamba: its attention, MLP and experts run fp8 GEMMs, its Mamba projections bf16
+    (vLLM's MambaMixer takes no quant_config). Timing the same projections as fp8 (a mixer
+    that claimed the checkpoint's quantization) would make the decode step faster."""
+    from advisor.core.model import Mamba1Mixer
+
+    class ClaimsQuantized(Mamba1Mixer):
+        quantized = True
+
+    k = stepmodel.kernels(advisor.load_catalog().gpus["H100-SXM"])
+    fp8 = spec_from_config({**JAMBA_CONFIG, "quantization_config": {
+        "quant_method": "fp8", "activation_scheme": "dynamic"}}, "jamba-fp8")
+    assert not stepmodel.shape(fp8, 2, 1, 2.0).linear_quantized
+    assert stepmodel.shape(GH, 2, 1, 2.0).linear_quantized  # Mamba-2 takes quant_config
+    claims = fp8.model_copy(update={
+        "linear_attention": ClaimsQuantized(**fp8.linear_attention.model_dump())})
+    as_vllm = stepmodel.step_cost(fp8, k, 2, 1, "auto", 2.0, 16, 1000.0).gemm
+    as_fp8 = stepmodel.step_cost(claims, k, 2, 1, "auto", 2.0, 16, 1000.0).gemm
+    assert as_fp8 < as_vllm

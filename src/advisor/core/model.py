@@ -125,6 +125,8 @@ class GatedDeltaNet(BaseModel):
     prefill_kernels: ClassVar[int] = 9
     chunk: ClassVar[int] = 64
     label: ClassVar[str] = "Gated DeltaNet"
+    #: whether its projections take the checkpoint's quantization (vLLM passes quant_config)
+    quantized: ClassVar[bool] = True
 
     def tp_collectives(self, tp: int) -> tuple[int, float]:
         """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each:
@@ -213,6 +215,7 @@ class Mamba2Mixer(BaseModel):
     prefill_kernels: ClassVar[int] = 7
     chunk: ClassVar[int] = 256
     label: ClassVar[str] = "Mamba-2"
+    quantized: ClassVar[bool] = True
 
     def tp_collectives(self, tp: int) -> tuple[int, float]:
         """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each:
@@ -303,6 +306,8 @@ class Mamba1Mixer(BaseModel):
     prefill_kernels: ClassVar[int] = 5
     chunk: ClassVar[int] = 2048
     label: ClassVar[str] = "Mamba"
+    #: vLLM 0.11.0's MambaMixer builds its linear layers without quant_config
+    quantized: ClassVar[bool] = False
 
     def tp_collectives(self, tp: int) -> tuple[int, float]:
         """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each:

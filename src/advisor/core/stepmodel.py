@@ -681,6 +681,8 @@ class Shape:
     linear_kernels: tuple[int, int, int] = (0, 0, 1)
     #: all-reduces a linear layer adds at this TP beyond out_proj's, and bytes per token each
     linear_collectives: tuple[int, float] = (0, 0.0)
+    #: whether the mixer's projections run in the checkpoint's quantized dtype (else bf16)
+    linear_quantized: bool = True
 
 
 def shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
@@ -729,15 +731,18 @@ def _shape(spec: ModelSpec, tp: int, pp: int, kv_bytes: float) -> Shape:
     lin_state = lin_token = 0.0
     kernels = (0, 0, 1)
     collectives: tuple[int, float] = (0, 0.0)
+    quantized = True
     if la is not None and linear:
         lin_proj = la.projections(h, tp)
         lin_state = float(la.state_bytes(tp, 2.0))
         lin_token = la.token_bytes(tp)
         kernels = (la.decode_kernels, la.prefill_kernels, la.chunk)
         collectives = la.tp_collectives(tp)
+        quantized = la.quantized
     return Shape(
         layers_linear=linear / pp, linear_proj=lin_proj, linear_state_bytes=lin_state,
         linear_token_bytes=lin_token, linear_kernels=kernels, linear_collectives=collectives,
+        linear_quantized=quantized,
         layers_full=(n - sliding - linear) / pp, layers_sliding=sliding / pp,
         dense_layers=(n - moe_layers) / pp, moe_layers=moe_layers / pp, hidden=h,
         q_heads=spec.num_heads / tp, kv_bytes_layer=kv_layer, head_dim_ctx=d_ctx,
@@ -816,10 +821,14 @@ def step_cost(spec: ModelSpec, k: Kernels, tp: int, pp: int, kv_dtype: str, kv_b
         # the input projection(s) read the fused input norm's output, the last one (out_proj)
         # the mixer's
         *ins, (out_n, out_k) = s.linear_proj
-        gemm += s.layers_linear * (
-            sum(linear_s(k, dt, n_in, k_in, m, fp8_input=qkv_fp8 and j == 0)
-                for j, (n_in, k_in) in enumerate(ins))
-            + linear_s(k, dt, out_n, out_k, m, fp8_input=True))
+        if s.linear_quantized:
+            gemm += s.layers_linear * (
+                sum(linear_s(k, dt, n_in, k_in, m, fp8_input=qkv_fp8 and j == 0)
+                    for j, (n_in, k_in) in enumerate(ins))
+                + linear_s(k, dt, out_n, out_k, m, fp8_input=True))
+        else:  # Mamba (v1): bf16 whatever the checkpoint's quantization
+            gemm += s.layers_linear * sum(gemm_s(k, "bfloat16", 2.0, n_p, k_p, m)
+                                          for n_p, k_p in s.linear_proj)
     # MLPs (gate_up's input is the fused post-attention RMSNorm's output)
     if s.dense_layers:
         gemm += s.dense_layers * (linear_s(k, dt, s.up_n, h, m, fp8_input=fused)
