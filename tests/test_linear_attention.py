@@ -185,20 +185,6 @@ def test_tp_must_divide_the_linear_attention_heads():
         fit(odd, FitRequest(gpu_memory_gib=80.0, tp=4, max_model_len=4096), ENGINE)
 
 
-@pytest.mark.parametrize("change,says", [
-    ({"layer_types": ["linear_attention"] * 47}, "is not a list of 48"),
-    ({"layer_types": ["mamba"] * 48}, "is not a list of 48"),
-    ({"layer_types": ["linear_attention"] * 48}, "no full-attention layer"),
-    ({"full_attention_interval": 49}, "no full-attention layer"),
-    ({"full_attention_interval": 0}, "out of range"),
-    ({"linear_num_value_heads": "32"}, "is not an integer"),
-    ({"linear_conv_kernel_dim": 1}, "out of range"),
-])
-def test_a_bad_delta_net_config_is_refused_with_the_key(change, says):
-    with pytest.raises(ModelConfigError, match=says):
-        spec_from_config({**CONFIG, **change}, "bad")
-
-
 def test_the_step_model_runs_attention_on_12_layers_and_delta_net_on_36():
     s = stepmodel.shape(Q3N, 4, 1, 2.0)
     assert (s.layers_full, s.layers_linear, s.layers_sliding) == (12, 36, 0)
@@ -321,16 +307,6 @@ def test_granite_tp_rules(change, tp, says):
     assert got is None if says is None else says in (got or "")
 
 
-@pytest.mark.parametrize("change,says", [
-    ({"layer_types": None}, "is not a list of 40"),
-    ({"layer_types": ["mamba"] * 40}, "no attention layer"),
-    ({"mamba_n_heads": 50}, "does not divide mamba_expand x hidden_size"),
-])
-def test_a_bad_granite_config_is_refused_with_the_key(change, says):
-    with pytest.raises(ModelConfigError, match=says):
-        spec_from_config({**GRANITE_CONFIG, **change}, "bad")
-
-
 def test_the_step_model_runs_mamba_kernels():
     s = stepmodel.shape(GH, 2, 1, 2.0)
     assert (s.layers_full, s.layers_linear) == (4, 36)
@@ -362,12 +338,6 @@ def test_bamba_layers_and_padded_state_groups():
     assert r.sequences_held(4096) == r.num_blocks // 18
 
 
-@pytest.mark.parametrize("where", [None, [9, 32], [True], "9,18"])
-def test_bamba_attention_indices_must_be_layers(where):
-    with pytest.raises(ModelConfigError, match="attn_layer_indices"):
-        spec_from_config({**BAMBA_CONFIG, "attn_layer_indices": where}, "bad")
-
-
 # -- Jamba: Mamba (v1) layers, attention every 8th, experts every 2nd ---------------------------
 JAMBA_CONFIG = json.loads((Path(__file__).parent / "fixtures" / "configs"
                            / "jamba-v0.1.json").read_text())
@@ -394,17 +364,6 @@ def test_jamba_mamba_layers_are_not_quantized():
     bf16, so swapping the checkpoint's dtype changes only attention, MLP and expert bytes."""
     bf16 = JAMBA.linear_attention.gpu_bytes(4096, 2, 2.0, 2.0)
     assert JAMBA.linear_attention.gpu_bytes(4096, 2, 1.0, 2.0) == bf16
-
-
-@pytest.mark.parametrize("change,says", [
-    ({"attn_layer_offset": 8}, "is not below attn_layer_period"),
-    ({"expert_layer_offset": 0}, "is not expert_layer_period - 1"),
-    ({"attn_layer_period": 64, "attn_layer_offset": 40}, "no attention layer"),
-    ({"attn_layer_offset": -1}, "out of range"),
-])
-def test_a_bad_jamba_config_is_refused_with_the_key(change, says):
-    with pytest.raises(ModelConfigError, match=says):
-        spec_from_config({**JAMBA_CONFIG, **change}, "bad")
 
 
 @pytest.mark.parametrize("spec,tp,count,per_token", [
@@ -446,3 +405,30 @@ def test_jamba_mamba_projections_are_timed_in_bf16_whatever_the_checkpoint():
     as_vllm = stepmodel.step_cost(fp8, k, 2, 1, "auto", 2.0, 16, 1000.0).gemm
     as_fp8 = stepmodel.step_cost(claims, k, 2, 1, "auto", 2.0, 16, 1000.0).gemm
     assert as_fp8 < as_vllm
+
+
+@pytest.mark.parametrize("family,change,says", [
+    ("qwen3-next", {"layer_types": ["linear_attention"] * 47}, "is not a list of 48"),
+    ("qwen3-next", {"layer_types": ["mamba"] * 48}, "is not a list of 48"),
+    ("qwen3-next", {"layer_types": ["linear_attention"] * 48}, "no attention layer"),
+    ("qwen3-next", {"full_attention_interval": 49}, "no attention layer"),
+    ("qwen3-next", {"full_attention_interval": 0}, "out of range"),
+    ("qwen3-next", {"linear_num_value_heads": "32"}, "is not an integer"),
+    ("qwen3-next", {"linear_conv_kernel_dim": 1}, "out of range"),
+    ("granite", {"layer_types": None}, "is not a list of 40"),
+    ("granite", {"layer_types": ["mamba"] * 40}, "no attention layer"),
+    ("granite", {"mamba_n_heads": 50}, "does not divide mamba_expand x hidden_size"),
+    ("bamba", {"attn_layer_indices": None}, "attn_layer_indices"),
+    ("bamba", {"attn_layer_indices": [9, 32]}, "attn_layer_indices"),
+    ("bamba", {"attn_layer_indices": [True]}, "attn_layer_indices"),
+    ("bamba", {"attn_layer_indices": "9,18"}, "attn_layer_indices"),
+    ("jamba", {"attn_layer_offset": 8}, "is not below attn_layer_period"),
+    ("jamba", {"expert_layer_offset": 0}, "is not expert_layer_period - 1"),
+    ("jamba", {"attn_layer_period": 64, "attn_layer_offset": 40}, "no attention layer"),
+    ("jamba", {"attn_layer_offset": -1}, "out of range"),
+])
+def test_a_bad_hybrid_config_is_refused_with_the_key(family, change, says):
+    config = {"qwen3-next": CONFIG, "granite": GRANITE_CONFIG, "bamba": BAMBA_CONFIG,
+              "jamba": JAMBA_CONFIG}[family]
+    with pytest.raises(ModelConfigError, match=says):
+        spec_from_config({**config, **change}, "bad")

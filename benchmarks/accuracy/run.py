@@ -38,10 +38,10 @@ from advisor.core.sizing import (
     fit,
     kv_bytes_per_token_per_layer,
     kv_capacity,
-    linear_block_size,
     resolve_dtype,
     stage_layers,
     weights_per_gpu,
+    with_linear_block,
 )
 from advisor.errors import UserInputError
 
@@ -96,9 +96,7 @@ def evaluate(entry: dict[str, Any], cat: Any) -> dict[str, Any]:
         checks["weights_gib"] = (round(w, 3), logged["weights_gib"], _err(w, logged["weights_gib"]))
     layers = list(stage_layers(spec.num_layers, pp)[0])
     per_layer = kv_bytes_per_token_per_layer(spec, tp, kv_b)
-    if spec.linear_attention is not None:  # the block that holds one state (sizing.fit)
-        engine = engine.model_copy(update={
-            "block_size": linear_block_size(spec, tp, kv_b, act_b)})
+    engine = with_linear_block(spec, engine, tp, kv_b, act_b)  # as sizing.fit does
     if "kv_cache_gib" in logged:
         blocks, tokens, conc, _ = kv_capacity(spec, logged["kv_cache_gib"], layers, per_layer,
                                               engine, max_len, batched)

@@ -64,7 +64,35 @@ class MLA(BaseModel):
     q_lora_rank: int | None = None
 
 
-class GatedDeltaNet(BaseModel):
+class StateMixer(BaseModel):
+    """What sizing and the step model ask of a layer that keeps a fixed state per sequence
+    instead of a KV cache (:class:`GatedDeltaNet`, :class:`Mamba2Mixer`,
+    :class:`Mamba1Mixer`): its state, its weights per GPU, its projections and own kernels."""
+
+    model_config = ConfigDict(frozen=True)
+    #: the kernels vLLM launches per layer besides the projections, in decode and in prefill,
+    #: and the tokens per chunk of its scan (the state is read and written once per chunk)
+    decode_kernels: ClassVar[int]
+    prefill_kernels: ClassVar[int]
+    chunk: ClassVar[int]
+    label: ClassVar[str]
+    #: whether its projections take the checkpoint's quantization (vLLM passes quant_config)
+    quantized: ClassVar[bool] = True
+
+    def state_elements(self, tp: int) -> tuple[int, int]:
+        """(conv state, temporal state) elements of one sequence on one GPU of TP ``tp``."""
+        raise NotImplementedError
+
+    def state_bytes(self, tp: int, dtype_bytes: float) -> int:
+        """Bytes of one sequence's state in one layer on one GPU (vLLM's MambaSpec page)."""
+        return int(sum(self.state_elements(tp)) * dtype_bytes)
+
+    def tp_collectives(self, tp: int) -> tuple[int, float]:
+        """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each."""
+        return 0, 0.0
+
+
+class GatedDeltaNet(StateMixer):
     """Qwen3-Next's linear-attention layer as vLLM 0.11.0 builds it
     (vllm/model_executor/models/qwen3_next.py, Qwen3NextGatedDeltaNet): a column-parallel
     in_proj_qkvz (hidden -> 2 x key_dim + 2 x value_dim) and in_proj_ba (hidden -> 2 x value
@@ -77,7 +105,6 @@ class GatedDeltaNet(BaseModel):
     and a temporal state of value_heads / TP x head_k_dim x head_v_dim, both in the model's
     dtype (gated_delta_net_state_dtype with --mamba-cache-dtype auto)."""
 
-    model_config = ConfigDict(frozen=True)
     num_k_heads: int = Field(gt=0)
     num_v_heads: int = Field(gt=0)
     head_k_dim: int = Field(gt=0)
@@ -107,13 +134,8 @@ class GatedDeltaNet(BaseModel):
                 + 2 * self.num_v_heads + self.head_v_dim)
 
     def state_elements(self, tp: int) -> tuple[int, int]:
-        """(conv state, temporal state) elements of one sequence on one GPU of TP ``tp``."""
         return ((self.conv_kernel - 1) * (self.conv_dim // tp),
                 self.num_v_heads // tp * self.head_k_dim * self.head_v_dim)
-
-    def state_bytes(self, tp: int, dtype_bytes: float) -> int:
-        """Bytes of one sequence's state in one layer on one GPU (vLLM's MambaSpec page)."""
-        return int(sum(self.state_elements(tp)) * dtype_bytes)
 
     #: the kernels vLLM 0.11.0 launches per layer besides the projections: in decode
     #: causal_conv1d_update, fused_gdn_gating, fused_recurrent_gated_delta_rule and the gated
@@ -124,14 +146,7 @@ class GatedDeltaNet(BaseModel):
     decode_kernels: ClassVar[int] = 4
     prefill_kernels: ClassVar[int] = 9
     chunk: ClassVar[int] = 64
-    label: ClassVar[str] = "Gated DeltaNet"
-    #: whether its projections take the checkpoint's quantization (vLLM passes quant_config)
-    quantized: ClassVar[bool] = True
-
-    def tp_collectives(self, tp: int) -> tuple[int, float]:
-        """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each:
-        none (its gated norm is per head)."""
-        return 0, 0.0
+    label: ClassVar[str] = "Gated DeltaNet"  # no collective of its own: its norm is per head
 
     def tp_problem(self, tp: int) -> str | None:
         """qwen3_next.py: divide(num_v_heads, tp); the conv and projections by head."""
@@ -159,7 +174,7 @@ class GatedDeltaNet(BaseModel):
         return (2 * self.conv_dim + 2 * self.value_dim) / tp * 2.0
 
 
-class Mamba2Mixer(BaseModel):
+class Mamba2Mixer(StateMixer):
     """A Mamba-2 mixer as vLLM 0.11.0 builds it (vllm/model_executor/layers/mamba/
     mamba_mixer2.py, MambaMixer2; Granite 4.0-H's mamba layers): a column-parallel in_proj
     (hidden -> 2 x intermediate + 2 x groups x state + heads), a depthwise conv1d over
@@ -172,7 +187,6 @@ class Mamba2Mixer(BaseModel):
     (kernel - 1) x conv_dim / TP and an SSM state of heads / TP x head_dim x state, both in
     the model's dtype (--mamba-cache-dtype and --mamba-ssm-cache-dtype auto)."""
 
-    model_config = ConfigDict(frozen=True)
     intermediate: int = Field(gt=0)
     n_groups: int = Field(gt=0)
     num_heads: int = Field(gt=0)
@@ -203,9 +217,6 @@ class Mamba2Mixer(BaseModel):
         return ((self.conv_kernel - 1) * (self.conv_dim_at(tp) // tp),
                 self.num_heads // tp * self.head_dim * self.state_size)
 
-    def state_bytes(self, tp: int, dtype_bytes: float) -> int:
-        return int(sum(self.state_elements(tp)) * dtype_bytes)
-
     #: vLLM 0.11.0's kernels per layer besides the projections: in decode
     #: causal_conv1d_update, selective_state_update and the gated RMSNorm; in prefill
     #: causal_conv1d_fn, mamba_chunk_scan_combined's five Triton kernels (ssd_combined.py:
@@ -215,7 +226,6 @@ class Mamba2Mixer(BaseModel):
     prefill_kernels: ClassVar[int] = 7
     chunk: ClassVar[int] = 256
     label: ClassVar[str] = "Mamba-2"
-    quantized: ClassVar[bool] = True
 
     def tp_collectives(self, tp: int) -> tuple[int, float]:
         """All-reduces the mixer adds at TP > 1 beyond out_proj's, and bytes per token each:
@@ -255,7 +265,7 @@ class Mamba2Mixer(BaseModel):
         return (2 * self.conv_dim_at(tp) + 2 * self.intermediate) / tp * 2.0
 
 
-class Mamba1Mixer(BaseModel):
+class Mamba1Mixer(StateMixer):
     """A Mamba (v1) mixer as vLLM 0.11.0 builds it for Jamba (vllm/model_executor/layers/mamba/
     mamba_mixer.py, MambaMixer with use_rms_norm): in_proj (hidden -> 2 x intermediate,
     column-parallel), a depthwise conv1d over the intermediate (a bias with mamba_conv_bias),
@@ -268,7 +278,6 @@ class Mamba1Mixer(BaseModel):
     Its state per sequence (MambaStateShapeCalculator.mamba1_state_shape): a conv state of
     (kernel - 1) x intermediate / TP and an SSM state of intermediate / TP x state."""
 
-    model_config = ConfigDict(frozen=True)
     intermediate: int = Field(gt=0)
     state_size: int = Field(gt=0)
     conv_kernel: int = Field(gt=1)
@@ -293,9 +302,6 @@ class Mamba1Mixer(BaseModel):
     def state_elements(self, tp: int) -> tuple[int, int]:
         return ((self.conv_kernel - 1) * (self.intermediate // tp),
                 self.intermediate // tp * self.state_size)
-
-    def state_bytes(self, tp: int, dtype_bytes: float) -> int:
-        return int(sum(self.state_elements(tp)) * dtype_bytes)
 
     #: vLLM 0.11.0's kernels per layer besides the projections: in decode
     #: causal_conv1d_update, the three RMSNorms and selective_state_update; in prefill
@@ -923,13 +929,29 @@ LINEAR_ATTENTION_MODEL_TYPES = ("qwen3_next", "granitemoehybrid", "bamba", "jamb
 FULL_ATTENTION_INTERVAL = 4
 
 
+#: the config keys that place each hybrid family's attention layers
+ATTENTION_PLACED_BY = {"qwen3_next": "layer_types / full_attention_interval",
+                       "granitemoehybrid": "layer_types", "bamba": "attn_layer_indices",
+                       "jamba": "attn_layer_period / attn_layer_offset"}
+
+
 def _linear_mixer(cfg: dict[str, Any], name: str, model_type: str, layers: int
                   ) -> tuple[GatedDeltaNet | Mamba2Mixer | Mamba1Mixer, list[LayerKind]]:
+    """The state mixer of a hybrid of :data:`LINEAR_ATTENTION_MODEL_TYPES` and the kind of each
+    layer; one without an attention layer is refused (vLLM would run it attention-free)."""
+    mixer: GatedDeltaNet | Mamba2Mixer | Mamba1Mixer
     if model_type in ("granitemoehybrid", "bamba"):
-        return _mamba2(cfg, name, layers, model_type)
-    if model_type == "jamba":
-        return _mamba1(cfg, name, layers)
-    return _gated_delta_net(cfg, name, layers)
+        mixer, kinds = _mamba2(cfg, name, layers, model_type)
+    elif model_type == "jamba":
+        mixer, kinds = _mamba1(cfg, name, layers)
+    else:
+        mixer, kinds = _gated_delta_net(cfg, name, layers)
+    if "full" not in kinds:
+        raise ModelConfigError(
+            f"{name}: no attention layer among its {layers} layers; advisor sizes a "
+            f"{mixer.label} hybrid beside the KV cache of its attention layers",
+            hint=f"check {ATTENTION_PLACED_BY[model_type]} against the checkpoint's")
+    return mixer, kinds
 
 
 def _mamba1(cfg: dict[str, Any], name: str, layers: int) -> tuple[Mamba1Mixer, list[LayerKind]]:
@@ -942,11 +964,6 @@ def _mamba1(cfg: dict[str, Any], name: str, layers: int) -> tuple[Mamba1Mixer, l
         raise _bad(name, "attn_layer_offset", offset, f"is not below attn_layer_period {period}")
     kinds: list[LayerKind] = ["full" if i % period == offset else "linear"
                               for i in range(layers)]
-    if "full" not in kinds:
-        raise ModelConfigError(
-            f"{name}: no attention layer among its {layers} layers; advisor sizes a Mamba "
-            "hybrid beside the KV cache of its attention layers",
-            hint="check attn_layer_period / attn_layer_offset against the checkpoint's")
     hidden = _require(cfg, name, "hidden_size")
     rank = cfg.get("mamba_dt_rank")
     mixer = Mamba1Mixer(
@@ -982,11 +999,6 @@ def _mamba2(cfg: dict[str, Any], name: str, layers: int, model_type: str
         raise _bad(name, "layer_types", str(types)[:80],
                    f"is not a list of {layers} 'mamba' / 'attention'")
     kinds: list[LayerKind] = ["linear" if t == "mamba" else "full" for t in types]
-    if "full" not in kinds:
-        raise ModelConfigError(
-            f"{name}: no attention layer among its {layers} layers; advisor sizes a Mamba "
-            "hybrid beside the KV cache of its attention layers",
-            hint="check layer_types against the checkpoint's")
     hidden = _require(cfg, name, "hidden_size")
     inter = _require(cfg, name, "mamba_expand") * hidden
     heads = _require(cfg, name, "mamba_n_heads")
@@ -1022,11 +1034,6 @@ def _gated_delta_net(cfg: dict[str, Any], name: str, layers: int
     else:
         every = _int(cfg, name, "full_attention_interval", default=FULL_ATTENTION_INTERVAL)
         kinds = ["full" if (i + 1) % every == 0 else "linear" for i in range(layers)]
-    if "full" not in kinds:
-        raise ModelConfigError(
-            f"{name}: no full-attention layer among its {layers} layers; advisor sizes a "
-            "Gated DeltaNet model beside the KV cache of its attention layers",
-            hint="check layer_types / full_attention_interval against the checkpoint's")
     gdn = GatedDeltaNet(
         num_k_heads=_require(cfg, name, "linear_num_key_heads"),
         num_v_heads=_require(cfg, name, "linear_num_value_heads"),

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from advisor.core import archs
 from advisor.core.confidence import Confidence, memory_confidence
 from advisor.core.engine import GIB, EngineProfile
-from advisor.core.model import DTYPE_BYTES, ModelSpec
+from advisor.core.model import DTYPE_BYTES, GatedDeltaNet, ModelSpec
 from advisor.core.question import KvCacheDtype
 from advisor.errors import UserInputError
 
@@ -348,6 +348,16 @@ def linear_block_size(spec: ModelSpec, tp: int, kv_bytes: float, act_bytes: floa
     return LINEAR_BLOCK_MULTIPLE * int(-(-state // step))
 
 
+def with_linear_block(spec: ModelSpec, engine: EngineProfile, tp: int, kv_bytes: float,
+                      act_bytes: float) -> EngineProfile:
+    """``engine`` with the block size vLLM uses for ``spec``: :func:`linear_block_size` for a
+    model with state layers, the release's otherwise."""
+    if spec.linear_attention is None:
+        return engine
+    return engine.model_copy(update={
+        "block_size": linear_block_size(spec, tp, kv_bytes, act_bytes)})
+
+
 def mla_block_size(spec: ModelSpec, cc: int | None, engine: EngineProfile) -> int:
     """The KV block size vLLM ``engine.version`` uses for ``spec`` on a GPU of compute
     capability ``cc`` x 10 (:data:`FLASHMLA_BLOCK` on 9.x, :data:`CUTLASS_MLA_BLOCK` on 10.0)."""
@@ -417,9 +427,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
                           and spec.quantization.kv_cache_dtype == "fp8")
     if kv_from_checkpoint:
         kv_b = 1.0
-    if spec.linear_attention is not None:
-        engine = engine.model_copy(update={
-            "block_size": linear_block_size(spec, req.tp, kv_b, act_b)})
+    engine = with_linear_block(spec, engine, req.tp, kv_b, act_b)
     tokens, seqs = engine.batch_defaults(req.gpu_memory_gib, req.gpu_name, req.entrypoint)
     tokens = req.max_num_batched_tokens or tokens
     seqs = req.max_num_seqs or seqs
@@ -497,7 +505,7 @@ def fit(spec: ModelSpec, req: FitRequest, engine: EngineProfile) -> MemoryFit:
             notes.append(f"no {label} layer, but vLLM 0.11.0 sizes this architecture as a "
                          f"hybrid: attention blocks of {block} tokens (one {label} state of "
                          f"{state / 2**20:.2f} MiB), prefix caching off")
-        if util > LINEAR_SAFE_UTILIZATION and label == "Gated DeltaNet":
+        if util > LINEAR_SAFE_UTILIZATION and isinstance(spec.linear_attention, GatedDeltaNet):
             notes.append(f"risk: --gpu-memory-utilization {util:g} leaves the Gated DeltaNet's "
                          "Triton kernels little room outside the budget: vLLM's own Qwen3-Next "
                          f"benchmark on 2 x H100 ran {LINEAR_SAFE_UTILIZATION:g}, 'needed to "
