@@ -89,3 +89,34 @@ time.sleep(0.5)"""])
                                    "(.ci/run does)")
     monkeypatch.setenv(boot.BUILDING_VAR, str(os.getpid()))
     assert boot._skip_reason() is None
+
+
+def test_the_boot_group_is_handed_out_after_the_heavy_folders_not_first():
+    """xdist would hand the largest group (the boot tests, one worker) out first, and its first
+    test waits for the root: tests/conftest.py turns that reordering off and places the group
+    after the fault sweeps, the hostile corpus and the providers' tests."""
+    from tests import conftest
+
+    rels = ["boot/test_boot.py", "boot/test_doctor_boot.py", "catalog/test_a.py",
+            "faults/test_aws.py", "providers/test_aws.py", "providers/test_gcp.py",
+            "sdk/test_x.py", "test_zz.py"]
+    order = [rels[i] for i in conftest.serial_groups_placed(rels)]
+    assert order == ["catalog/test_a.py", "faults/test_aws.py", "providers/test_aws.py",
+                     "providers/test_gcp.py", "boot/test_boot.py", "boot/test_doctor_boot.py",
+                     "sdk/test_x.py", "test_zz.py"]
+    # without any test under SERIAL_AFTER (a run of some files), the group goes last
+    assert conftest.serial_groups_placed(["boot/a.py", "test_b.py"]) == [1, 0]
+    assert sorted(conftest.serial_groups_placed(rels)) == list(range(len(rels)))
+
+
+def test_this_run_hands_the_boot_group_out_in_that_order(request):
+    """The order this very run collected (every xdist worker collects the whole suite and the
+    controller hands work out in it)."""
+    here = Path(__file__).parent
+    rels = [Path(str(i.path)).relative_to(here).as_posix() for i in request.session.items]
+    boot_at = [n for n, r in enumerate(rels) if r.startswith("boot/")]
+    providers_at = [n for n, r in enumerate(rels) if r.startswith("providers/")]
+    if boot_at and providers_at:
+        assert min(boot_at) > max(providers_at)
+        assert boot_at == list(range(min(boot_at), max(boot_at) + 1))  # together
+    assert getattr(request.config.option, "loadscopereorder", False) is False

@@ -155,3 +155,28 @@ def test_aws_launch_sends_gzip_and_the_dry_run_stays_json(monkeypatch):
     assert isinstance(sent["UserData"], bytes) and sent["UserData"][:2] == b"\x1f\x8b"
     assert len(sent["UserData"]) <= 16384
     assert gzip.decompress(sent["UserData"]).decode() == text
+
+
+def test_the_fast_yaml_emitter_writes_the_bytes_the_pure_python_one_does():
+    """render() emits its cloud-config with libyaml where PyYAML has it (30x faster); it must be
+    byte for byte what PyYAML's own emitter writes, scripts as blocks, for a one-node render and
+    a two-node replica's head and worker (the sweep above compared all 610 once)."""
+    import yaml
+
+    from advisor.render import cloudinit
+
+    class Pure(yaml.SafeDumper):
+        pass
+
+    Pure.add_representer(str, cloudinit._str)
+    assert yaml.__with_libyaml__ and issubclass(cloudinit._BlockDumper, yaml.CSafeDumper)
+    p5 = CAT.instance("aws:p5.48xlarge")
+    texts = [render(p5, place(p5, CAT, 1, 1), _req("llama-3-8b", "aws"))["user-data"]]
+    multi = render(p5, place_multi(p5, CAT, 8, 2), _req("llama-3.3-70b", "aws"))
+    texts += [multi["user-data"], multi["worker/user-data"],
+              cloudinit.with_ray_head(multi["worker/user-data"], "10.0.0.5")]
+    for text in texts:
+        doc = yaml.safe_load(text.removeprefix("#cloud-config\n"))
+        pure = "#cloud-config\n" + yaml.dump(doc, Dumper=Pure, sort_keys=False, width=1000)
+        assert pure == text
+        assert "content: |" in text  # the scripts as blocks, not one quoted line
