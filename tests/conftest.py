@@ -109,6 +109,11 @@ def _client_classes_built_once() -> None:
 _client_classes_built_once()
 
 
+# tryfirst: before xdist's own hook, which names each test's group from the marks it finds
+# then. Called after it, as until 2026-12-08, no test had a group and the boot tests ran on any
+# worker at once (found with tests/test_boot_root_wait.py; pytest 9.2 broke the grouping as
+# well, hence pyproject's pin)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     rels = [Path(str(item.path)).relative_to(here).as_posix() for item in items]

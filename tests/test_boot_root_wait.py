@@ -120,3 +120,8 @@ def test_this_run_hands_the_boot_group_out_in_that_order(request):
         assert min(boot_at) > max(providers_at)
         assert boot_at == list(range(min(boot_at), max(boot_at) + 1))  # together
     assert getattr(request.config.option, "loadscopereorder", False) is False
+    if getattr(request.config.option, "loadgroup", False):  # an xdist worker of --dist loadgroup
+        # the group xdist hands out whole: named in the test ids it schedules by (this hook
+        # adds the marks before xdist reads them)
+        boot_ids = [i.nodeid for i in request.session.items if "tests/boot/" in i.nodeid]
+        assert boot_ids and all(n.endswith("@boot") for n in boot_ids), boot_ids[:3]

@@ -89,7 +89,9 @@ def test_install_sh_brings_the_probed_layout_up_bound_and_keyed(tmp_path, box, m
     gpus = [(f"0000:{0x18 + 0x10 * i:02x}:00.0", nodes[i // per]) for i in range(8)]
     # the probe: a sysfs tree with this kernel's nodes and the 8 fake GPUs on them
     tree = make_sysfs(tmp_path / "tree", _real_nodes(), gpus)
-    ports = [18600, 18601]  # test_boot: 183xx-184xx, test_doctor_boot: 18410, 18500
+    # the boot group's fixed ports, one per test: test_boot 183xx, 18400, 18500 (also
+    # test_doctor_boot's), 18600; test_doctor_boot 18410; test_boot_install 18700
+    ports = [18800, 18801]
     res = advisor.render_files("qwen3-8b", 8192, target="local", sysfs_root=tree, tp=4,
                                port=ports[0], allow_small_host=True, catalog=cat)
     assert res.plan.replicas == 2 and res.instance.key == "local:local"
