@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -124,6 +124,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if rel.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
     items[:] = [items[i] for i in serial_groups_placed(rels)]
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    """One moto server on 127.0.0.1 per worker for every test that talks to AWS (tests/providers,
+    tests/faults, the lease races): each was its own session fixture, so a worker that ran all
+    three started three servers (~2.5 s of CPU each). Tests in a worker run one after another,
+    and each resets the server before it uses it (the ``aws`` fixture, the fault sweeps)."""
+    from tests.providers.conftest import moto_server  # skips where boto3 or moto is missing
+
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

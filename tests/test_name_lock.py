@@ -106,7 +106,7 @@ def test_down_refuses_while_a_launch_holds_the_name(tmp_path: Path) -> None:
 # -- the race against moto's server ---------------------------------------------------------------
 pytest.importorskip("boto3")
 pytest.importorskip("moto")
-from tests.providers.conftest import aws, loopback_only, moto_url  # noqa: E402,F401
+from tests.providers.conftest import aws, loopback_only  # noqa: E402,F401
 from tests.providers.test_aws import TOKEN, by_tag, cli, ec2  # noqa: E402
 
 ROUNDS = 20

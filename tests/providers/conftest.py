@@ -101,12 +101,6 @@ def moto_server() -> Iterator[str]:
             proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def moto_url() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture
 def aws(moto_url: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A fresh moto account and an environment that points every AWS client at it."""
