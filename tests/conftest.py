@@ -43,6 +43,7 @@ def serial_groups_placed(rels: list[str]) -> list[int]:
     return rest[:at] + serial + rest[at:]
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: no error where xdist is not installed
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker more than the CPUs this process may run on. Many tests wait
     rather than compute (for a moto server, an advisor subprocess, a container's boot, a
