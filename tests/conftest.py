@@ -82,32 +82,6 @@ def _command_built_once() -> None:
 _command_built_once()
 
 
-def _client_classes_built_once() -> None:
-    """botocore builds a client's class anew for every client it makes (a method for each of
-    the service's operations: ~20 ms for EC2's ~700), and a real advisor process makes a few.
-    The suite makes ~1,800 in-process against moto (a fresh provider per crash point of the
-    fault sweeps, per test): counted on 2026-12-08, their classes took 37 of the 51 s those
-    clients cost. The class depends only on the service's model (its methods call the
-    instance's own _make_api_call; the session, region, endpoint and event hooks are the
-    instance's), so each worker builds it once per service and API version; every client is
-    still made, configured and hooked as advisor makes it."""
-    try:
-        from botocore.client import ClientCreator
-    except ImportError:  # the AWS extra is not installed: its tests skip
-        return
-    build = ClientCreator._create_client_class
-    built: dict[tuple[str, str], type] = {}
-
-    def once(self: ClientCreator, service_name: str, service_model: object) -> type:
-        key = (service_name, str(getattr(service_model, "api_version", "")))
-        if key not in built:
-            built[key] = build(self, service_name, service_model)
-        return built[key]
-
-    ClientCreator._create_client_class = once  # type: ignore[method-assign]
-
-
-_client_classes_built_once()
 
 
 # tryfirst: before xdist's own hook, which names each test's group from the marks it finds
@@ -127,6 +101,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [items[i] for i in serial_groups_placed(rels)]
 
 
+def _client_classes_built_once() -> None:
+    """botocore builds a client's class anew for every client it makes (a method for each of
+    the service's operations: ~20 ms for EC2's ~700), and a real advisor process makes a few.
+    The suite makes ~1,800 in-process against moto (a fresh provider per crash point of the
+    fault sweeps, per test): counted on 2026-12-08, their classes took 37 of the 51 s those
+    clients cost. The class depends only on the service's model (its methods call the
+    instance's own _make_api_call; the session, region, endpoint and event hooks are the
+    instance's), so each worker builds it once per service and API version; every client is
+    still made, configured and hooked as advisor makes it. Called once per worker, by the
+    moto_url fixture."""
+    from botocore.client import ClientCreator
+
+    build = ClientCreator._create_client_class
+    built: dict[tuple[str, str], type] = {}
+
+    def once(self: ClientCreator, service_name: str, service_model: object) -> type:
+        key = (service_name, str(getattr(service_model, "api_version", "")))
+        if key not in built:
+            built[key] = build(self, service_name, service_model)
+        return built[key]
+
+    ClientCreator._create_client_class = once  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     """One moto server on 127.0.0.1 per worker for every test that talks to AWS (tests/providers,
@@ -135,6 +133,7 @@ def moto_url() -> Iterator[str]:
     and each resets the server before it uses it (the ``aws`` fixture, the fault sweeps)."""
     from tests.providers.conftest import moto_server  # skips where boto3 or moto is missing
 
+    _client_classes_built_once()  # only the processes that talk to moto import botocore
     with moto_server() as url:
         yield url
 
